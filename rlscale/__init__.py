@@ -1,0 +1,1 @@
+"""rlscale: train at the critical batch size."""

@@ -1,0 +1,62 @@
+"""A2C (Mnih et al. 2016) as in OpenAI Baselines, with the gradient grouped by environment."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from rlscale.gradients import grouped_gradient
+from rlscale.learner import Learner, env_groups
+from rlscale.rollout import Batch
+
+
+def nstep_returns(batch: Batch, gamma: float) -> np.ndarray:
+    """Bootstrapped n-step returns [n_steps, n_envs].
+
+    A terminated step ends the return; a truncated one bootstraps from the value
+    of its terminal observation (Baselines treats truncation as termination).
+    """
+    returns = np.empty_like(batch.rewards)
+    future = batch.bootstrap_values.astype(np.float32)
+    for t in reversed(range(batch.n_steps)):
+        future = np.where(batch.truncated[t], batch.truncation_values[t], future)
+        future = batch.rewards[t] + gamma * np.where(batch.terminated[t], 0.0, future)
+        returns[t] = future
+    return returns
+
+
+class A2CLearner(Learner):
+    def update(self, batch: Batch) -> dict[str, float]:
+        a = self.cfg.agent
+        # 1. Targets: n-step returns; advantages against the acting policy's values (as Baselines).
+        returns = torch.from_numpy(nstep_returns(batch, a.gamma))
+        advantages = returns - torch.from_numpy(batch.values)
+        obs = torch.from_numpy(batch.obs)
+        actions = torch.from_numpy(batch.actions)
+
+        # 2. Loss of a group of whole environments (columns of the time-major batch).
+        def group_loss(cols: np.ndarray):
+            def loss():
+                idx = torch.from_numpy(cols)
+                logits, value = self.model(obs[:, idx].flatten(0, 1))
+                dist = torch.distributions.Categorical(logits=logits)
+                logprob = dist.log_prob(actions[:, idx].flatten())
+                entropy = dist.entropy().mean()
+                pg_loss = -(advantages[:, idx].flatten() * logprob).mean()
+                value_loss = (returns[:, idx].flatten() - value).pow(2).mean()
+                stats = {"policy_loss": pg_loss.detach(), "value_loss": value_loss.detach(),
+                         "entropy": entropy.detach()}
+                return pg_loss - a.ent_coef * entropy, a.vf_coef * value_loss, stats
+            return loss
+
+        # 3. Gradient: per group of environments when the noise scale is measured.
+        measure = self.cfg.noise.measure_noise
+        groups = env_groups(batch.n_envs, self.cfg.noise.noise_groups) if measure else [np.arange(batch.n_envs)]
+        grad = grouped_gradient(
+            self.params, [group_loss(cols) for cols in groups],
+            [cols.size * batch.n_steps for cols in groups],
+            measure=measure, parts=self.measure_parts_now(),
+        )
+
+        # 4. Clip and step (skipped, and counted, when not finite).
+        return self.apply(grad, batch.size)

@@ -1,0 +1,69 @@
+"""Atomic checkpoints that load without executing code.
+
+A checkpoint is written to a temporary file in the same directory, flushed to
+disk and renamed over its final name, so a crash leaves either the old or the
+new file, never half of one. Loading uses ``torch.load(weights_only=True)``,
+which only rebuilds tensors and plain containers.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlscale.errors import UserError
+
+FORMAT = "rlscale-checkpoint-1"
+_NAME = re.compile(r"ckpt-(\d+)\.pt")
+
+
+def checkpoint_dir(run_dir: Path) -> Path:
+    return run_dir / "checkpoints"
+
+
+def save(run_dir: Path, state: dict[str, Any], step: int, keep: int) -> Path:
+    folder = checkpoint_dir(run_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    final = folder / f"ckpt-{step:012d}.pt"
+    tmp = folder / f".{final.name}.tmp"
+    with open(tmp, "wb") as fh:
+        torch.save({"format": FORMAT, **state}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, final)
+    for old in list_checkpoints(run_dir)[:-keep]:
+        old.unlink(missing_ok=True)
+    return final
+
+
+def list_checkpoints(run_dir: Path) -> list[Path]:
+    folder = checkpoint_dir(run_dir)
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if _NAME.fullmatch(p.name))
+
+
+def load(path: Path) -> dict[str, Any]:
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise UserError(f"checkpoint {path} does not exist") from None
+    except Exception as err:  # noqa: BLE001 - any unpickling failure means a bad file
+        raise UserError(
+            f"checkpoint {path} is corrupt or not an rlscale checkpoint "
+            f"({type(err).__name__}); resume from an earlier one or start a new run"
+        ) from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise UserError(f"{path} is not an rlscale checkpoint (format {FORMAT} expected)")
+    return state
+
+
+def latest(run_dir: Path) -> Path:
+    found = list_checkpoints(run_dir)
+    if not found:
+        raise UserError(f"no checkpoint in {checkpoint_dir(run_dir)}; nothing to resume")
+    return found[-1]

@@ -1,0 +1,31 @@
+"""Argument parsing shared by the commands: one line and exit code 2 on bad input."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rlscale.errors import EXIT_USAGE, UserError
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the fix, exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
+def writable_dir(path: Path) -> Path:
+    """Create ``path`` if needed and check that files can be written in it."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise UserError(
+            f"cannot write to {path} ({err.strerror}); choose another directory with --run-dir"
+        ) from None
+    return path

@@ -1,0 +1,349 @@
+"""Typed run configuration: defaults -> agents/<algo>.toml -> envs/<name>.toml -> flags.
+
+Every field carries a one-line help text with its unit; the command-line flags
+are generated from these fields, so the help and the presets cannot drift
+apart. Field names are unique across sections, so each flag is simply
+``--field-name``. Unknown keys anywhere are errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlscale.errors import UserError
+
+# Presets live beside the package (editable install, see README).
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+ENV_PRESETS = PROJECT_ROOT / "envs"
+AGENT_PRESETS = PROJECT_ROOT / "agents"
+
+
+def opt(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
+    """A config field with its help text (and unit) attached."""
+    meta = {"help": help, "choices": choices}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class EnvConfig:
+    env_id: str = opt("CartPole-v1", "gymnasium id or ALE id (ALE/Pong-v5)")
+    n_envs: int = opt(16, "parallel environments at the start of the run")
+    vector_size: int = opt(4, "environments per vector env, the unit the pool grows and shrinks by")
+    total_frames: int = opt(10_000_000, "training budget in frames (agent steps x frame skip)")
+    frame_skip: int = opt(4, "emulator frames per agent step (Atari only; 1 elsewhere)")
+    noop_max: int = opt(30, "most no-op actions at each Atari reset")
+    sticky_actions: float = opt(0.0, "probability of repeating the last action (Atari; 0 as in Baselines)")
+    max_episode_frames: int = opt(108_000, "Atari episode cap in frames (30 minutes of play)")
+    reward_clip: bool = opt(True, "clip rewards to their sign for the learner (Atari only; returns stay raw)")
+    warmup_max_steps: int = opt(500, "each new environment first takes 0..this many random agent steps")
+    goals: list[float] = opt([], "score goals (mean return) that reports measure time to")
+
+
+@dataclass
+class AgentConfig:
+    algo: str = opt("a2c", "learning algorithm", ("a2c",))
+    n_steps: int = opt(5, "agent steps per environment per update")
+    lr: float = opt(7e-4, "learning rate at the initial batch size")
+    gamma: float = opt(0.99, "discount factor")
+    ent_coef: float = opt(0.01, "entropy bonus coefficient")
+    vf_coef: float = opt(0.5, "value loss coefficient")
+    max_grad_norm: float = opt(0.5, "global gradient norm clip (0 = off)")
+    optimizer: str = opt("rmsprop_tf", "optimizer", ("rmsprop_tf", "adam"))
+    rms_alpha: float = opt(0.99, "RMSprop decay of the mean square")
+    optim_eps: float = opt(1e-5, "optimizer epsilon")
+    network: str = opt("auto", "policy network (auto: Nature CNN for images, MLP otherwise)",
+                       ("auto", "nature_cnn", "mlp"))
+    mlp_hidden: int = opt(64, "units per hidden layer of the MLP")
+
+
+@dataclass
+class NoiseConfig:
+    measure_noise: bool = opt(True, "measure the gradient noise scale every update")
+    noise_groups: int = opt(4, "k: groups of whole environments the batch gradient is split into")
+    noise_horizon: float = opt(100_000, "EMA horizon of the noise estimates, in observations")
+    noise_parts_every: int = opt(4, "measure the policy and value noise scales every this many updates (0 = never)")
+
+
+@dataclass
+class ControlConfig:
+    batch: str = opt("fixed", "batch-size controller", ("fixed", "critical", "sqrt"))
+    signal: str = opt("policy", "noise scale the controller follows", ("policy", "total", "value"))
+    r: float = opt(1000.0, "sqrt mode: exchange rate r in examples per step (B = sqrt(r * B_simple))")
+    min_envs: int = opt(4, "fewest environments the controller may use")
+    max_envs: int = opt(256, "most environments the controller may use")
+    hysteresis: float = opt(1.5, "resize only when target/current batch leaves [1/h, h]")
+    max_resize_factor: float = opt(2.0, "largest factor one resize may change the batch by")
+    cooldown: float = opt(50_000, "observations to train after a resize before the next one")
+    lr_rule: str = opt("none", "learning rate on resize: none, or (1+Bn/B)^-alpha", ("none", "noise"))
+    lr_alpha: float = opt(0.5, "alpha of the learning-rate rule (1 SGD, 0.5-1 Adam/RMSprop)")
+
+
+@dataclass
+class RunConfig:
+    seed: int = opt(0, "random seed")
+    run_dir: str = opt("", "run directory (default: runs/<env>-<algo>-<time>)")
+    serial: bool = opt(False, "step environments in this process, no Ray actors (debugging)")
+    address: str = opt("", "Ray cluster to join: auto or HOST:PORT (default: embedded Ray)")
+    n_actors: int = opt(2, "Ray rollout actors")
+    learner_threads: int = opt(0, "torch threads of the learner (0: all cores)")
+    log_interval: float = opt(10.0, "seconds between console progress lines")
+    checkpoint_every: int = opt(500, "updates between checkpoints")
+    keep_checkpoints: int = opt(3, "checkpoints kept on disk")
+
+
+SECTIONS: dict[str, type] = {
+    "env": EnvConfig,
+    "agent": AgentConfig,
+    "noise": NoiseConfig,
+    "control": ControlConfig,
+    "run": RunConfig,
+}
+
+
+@dataclass
+class Config:
+    env: EnvConfig = field(default_factory=EnvConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    noise: NoiseConfig = field(default_factory=NoiseConfig)
+    control: ControlConfig = field(default_factory=ControlConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+    @property
+    def is_atari(self) -> bool:
+        return self.env.env_id.startswith("ALE/")
+
+    @property
+    def frames_per_step(self) -> int:
+        """Frames per agent step: the frame skip on Atari, 1 elsewhere."""
+        return self.env.frame_skip if self.is_atari else 1
+
+    @property
+    def total_agent_steps(self) -> int:
+        return self.env.total_frames // self.frames_per_step
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
+
+    def validate(self) -> Config:
+        e, a, n, c, r = self.env, self.agent, self.noise, self.control, self.run
+        positive = {
+            "n_envs": e.n_envs, "vector_size": e.vector_size, "total_frames": e.total_frames,
+            "frame_skip": e.frame_skip, "max_episode_frames": e.max_episode_frames,
+            "n_steps": a.n_steps, "lr": a.lr, "optim_eps": a.optim_eps, "mlp_hidden": a.mlp_hidden,
+            "noise_groups": n.noise_groups, "noise_horizon": n.noise_horizon,
+            "r": c.r, "min_envs": c.min_envs, "max_envs": c.max_envs, "n_actors": r.n_actors,
+            "log_interval": r.log_interval, "checkpoint_every": r.checkpoint_every,
+            "keep_checkpoints": r.keep_checkpoints,
+        }
+        for name, value in positive.items():
+            if not (value > 0 and math.isfinite(value)):
+                raise UserError(f"--{_flag(name)} must be positive, got {value}")
+        non_negative = {
+            "noop_max": e.noop_max, "warmup_max_steps": e.warmup_max_steps,
+            "ent_coef": a.ent_coef, "vf_coef": a.vf_coef, "max_grad_norm": a.max_grad_norm,
+            "noise_parts_every": n.noise_parts_every, "cooldown": c.cooldown,
+            "learner_threads": r.learner_threads, "lr_alpha": c.lr_alpha,
+        }
+        for name, value in non_negative.items():
+            if not (value >= 0 and math.isfinite(value)):
+                raise UserError(f"--{_flag(name)} must be zero or positive, got {value}")
+        for name, value in {"gamma": a.gamma, "rms_alpha": a.rms_alpha}.items():
+            if not 0.0 <= value <= 1.0:
+                raise UserError(f"--{_flag(name)} must lie in [0, 1], got {value}")
+        if not 0.0 <= e.sticky_actions < 1.0:
+            raise UserError(f"--sticky-actions must lie in [0, 1), got {e.sticky_actions}")
+        if c.hysteresis < 1.0 or c.max_resize_factor <= 1.0:
+            raise UserError("--hysteresis must be >= 1 and --max-resize-factor > 1")
+        if c.min_envs > c.max_envs:
+            raise UserError(
+                f"--min-envs ({c.min_envs}) is larger than --max-envs ({c.max_envs}); swap them"
+            )
+        for name, value in {"n_envs": e.n_envs, "min_envs": c.min_envs, "max_envs": c.max_envs}.items():
+            if value % e.vector_size:
+                raise UserError(
+                    f"--{_flag(name)} ({value}) must be a multiple of --vector-size ({e.vector_size})"
+                )
+        if c.batch != "fixed" and not c.min_envs <= e.n_envs <= c.max_envs:
+            raise UserError(
+                f"--n-envs ({e.n_envs}) lies outside [--min-envs {c.min_envs}, --max-envs {c.max_envs}]"
+            )
+        if n.measure_noise and n.noise_groups < 2:
+            raise UserError("--noise-groups must be at least 2 to measure the noise scale")
+        smallest = e.n_envs if c.batch == "fixed" else min(e.n_envs, c.min_envs)
+        if n.measure_noise and n.noise_groups > smallest:
+            raise UserError(
+                f"--noise-groups ({n.noise_groups}) exceeds the {smallest} environments the run may have; "
+                "lower --noise-groups or raise --n-envs/--min-envs"
+            )
+        return self
+
+
+def _flag(name: str) -> str:
+    return name.replace("_", "-")
+
+
+def _field_owner() -> dict[str, tuple[str, dataclasses.Field]]:
+    owner: dict[str, tuple[str, dataclasses.Field]] = {}
+    for section, cls in SECTIONS.items():
+        for f in dataclasses.fields(cls):
+            assert f.name not in owner, f"duplicate config field {f.name}"
+            owner[f.name] = (section, f)
+    return owner
+
+
+FIELDS = _field_owner()
+
+
+def _coerce(value: Any, f: dataclasses.Field, where: str) -> Any:
+    """Check a preset value against the field's type; ints are accepted for floats."""
+    kind = f.type if isinstance(f.type, str) else f.type.__name__
+    ok = {
+        "str": isinstance(value, str),
+        "bool": isinstance(value, bool),
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "float": isinstance(value, (int, float)) and not isinstance(value, bool),
+        "list[float]": isinstance(value, list)
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value),
+    }[kind]
+    if not ok:
+        raise UserError(f"{where}: {f.name} must be {kind}, got {value!r}")
+    if kind == "float":
+        value = float(value)
+    if kind == "list[float]":
+        value = [float(v) for v in value]
+    choices = f.metadata.get("choices")
+    if choices and value not in choices:
+        raise UserError(f"{where}: {f.name} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def apply_mapping(cfg: Config, data: dict[str, Any], where: str) -> None:
+    """Apply a {section: {key: value}} mapping (a preset or a saved config)."""
+    for section, values in data.items():
+        if section not in SECTIONS:
+            raise UserError(
+                f"{where}: unknown section [{section}]; known: {', '.join(SECTIONS)}"
+            )
+        if not isinstance(values, dict):
+            raise UserError(f"{where}: [{section}] must be a table")
+        target = getattr(cfg, section)
+        for key, value in values.items():
+            owner = FIELDS.get(key)
+            if owner is None or owner[0] != section:
+                hint = f" (it belongs in [{owner[0]}])" if owner else ""
+                raise UserError(f"{where}: unknown key '{key}' in [{section}]{hint}")
+            setattr(target, key, _coerce(value, owner[1], where))
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as err:
+        raise UserError(f"{path}: malformed TOML ({err}); fix the file") from None
+    except OSError as err:
+        raise UserError(f"cannot read {path}: {err.strerror}") from None
+
+
+def available_presets(folder: Path) -> list[str]:
+    return sorted(p.stem for p in folder.glob("*.toml"))
+
+
+def looks_like_env_id(name: str) -> bool:
+    """Gymnasium ids carry a version suffix (CartPole-v1, ALE/Pong-v5)."""
+    return "-v" in name
+
+
+def build_config(env: str, agent: str | None, overrides: dict[str, Any]) -> Config:
+    """defaults -> agents/<algo>.toml -> envs/<env>.toml -> overrides (later wins)."""
+    cfg = Config()
+    env_preset: dict[str, Any] = {}
+    env_path = ENV_PRESETS / f"{env}.toml"
+    if env_path.exists():
+        env_preset = read_toml(env_path)
+    elif looks_like_env_id(env):
+        env_preset = {"env": {"env_id": env}}
+    else:
+        raise UserError(
+            f"unknown environment '{env}': use a preset ({', '.join(available_presets(ENV_PRESETS))}) "
+            "or a gymnasium id such as CartPole-v1 or ALE/Breakout-v5"
+        )
+    algo = agent or env_preset.get("agent", {}).get("algo") or cfg.agent.algo
+    agent_path = AGENT_PRESETS / f"{algo}.toml"
+    if not agent_path.exists():
+        raise UserError(
+            f"unknown agent '{algo}': choose one of {', '.join(available_presets(AGENT_PRESETS))}"
+        )
+    apply_mapping(cfg, read_toml(agent_path), str(agent_path))
+    apply_mapping(cfg, env_preset, str(env_path) if env_path.exists() else "env id")
+    cfg.agent.algo = algo
+    apply_mapping(cfg, _sectioned(overrides), "command line")
+    return cfg.validate()
+
+
+def _sectioned(flat: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in flat.items():
+        out.setdefault(FIELDS[key][0], {})[key] = value
+    return out
+
+
+def load_saved(path: Path) -> Config:
+    """Read a resolved config written by save_config()."""
+    cfg = Config()
+    apply_mapping(cfg, read_toml(path), str(path))
+    return cfg.validate()
+
+
+def dumps_toml(cfg: Config) -> str:
+    """The resolved config as TOML (flat sections of plain values)."""
+    lines: list[str] = []
+    for section, values in cfg.to_dict().items():
+        lines.append(f"[{section}]")
+        for key, value in values.items():
+            lines.append(f"{key} = {_toml_value(value)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return repr(value)
+
+
+def add_config_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per config field, help text taken from the field."""
+    for section, cls in SECTIONS.items():
+        group = parser.add_argument_group(f"[{section}] settings")
+        for f in dataclasses.fields(cls):
+            name = "--" + _flag(f.name)
+            helptext = f.metadata["help"] + f" (default {f.default if f.default is not dataclasses.MISSING else '[]'})"
+            kind = f.type if isinstance(f.type, str) else f.type.__name__
+            if kind == "bool":
+                group.add_argument(name, dest=f.name, action=argparse.BooleanOptionalAction,
+                                   default=None, help=f.metadata["help"])
+            elif kind == "list[float]":
+                group.add_argument(name, dest=f.name, type=float, nargs="*", default=None,
+                                   help=helptext)
+            else:
+                caster = {"int": int, "float": float, "str": str}[kind]
+                group.add_argument(name, dest=f.name, type=caster, default=None,
+                                   choices=f.metadata.get("choices"), metavar=kind.upper(),
+                                   help=helptext)
+
+
+def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    return {name: getattr(args, name) for name in FIELDS if getattr(args, name, None) is not None}

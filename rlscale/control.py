@@ -1,0 +1,89 @@
+"""The batch-size controller (paper appendix D): pure logic, no Ray, no I/O.
+
+Every update it reads the measured noise scale and decides the number of
+environments (batch = n_envs x n_steps observations) and the learning rate:
+
+* fixed:    never resize.
+* critical: target batch = B_simple (train at the critical batch size).
+* sqrt:     target batch = sqrt(r * B_simple) (eq. D.6), r in examples per step.
+
+A resize happens only when the target leaves a hysteresis band around the
+current batch, changes the batch by at most a bounded factor, waits for a
+cool-down (observations trained since the last resize, so the estimate
+reflects the current batch) and respects [min_envs, max_envs]. A missing or
+non-finite estimate means hold.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rlscale.config import ControlConfig
+
+
+@dataclass(frozen=True)
+class Decision:
+    n_envs: int  # environments for the next update (the current count when holding)
+    lr: float  # learning rate for the next update
+    target_batch: float | None  # observations the mode asks for, None without an estimate
+    reason: str  # why it resized or held, for the console
+
+
+def scaled_lr(lr: float, noise_scale: float, batch_before: float, batch_after: float,
+              alpha: float) -> float:
+    """Eq. 2.6 / A.3: lr(B) ~ (1 + Bn/B)^-alpha, so lr1 = lr0 * ((1+Bn/B0)/(1+Bn/B1))^alpha."""
+    return lr * ((1.0 + noise_scale / batch_before) / (1.0 + noise_scale / batch_after)) ** alpha
+
+
+def target_batch(mode: str, noise_scale: float, r: float) -> float:
+    if mode == "critical":
+        return noise_scale
+    if mode == "sqrt":
+        return math.sqrt(r * noise_scale)
+    raise ValueError(f"mode {mode} has no target")
+
+
+@dataclass
+class BatchController:
+    cfg: ControlConfig
+    n_steps: int  # agent steps per environment per update
+    vector_size: int  # environments are added and removed in multiples of this
+    observations_since_resize: float = 0.0
+
+    def step(self, n_envs: int, noise_scale: float | None, observations: float, lr: float) -> Decision:
+        """Called once per update, after it trained on ``observations``."""
+        self.observations_since_resize += observations
+        if self.cfg.batch == "fixed":
+            return Decision(n_envs, lr, None, "fixed batch")
+        if noise_scale is None or not math.isfinite(noise_scale) or noise_scale <= 0:
+            return Decision(n_envs, lr, None, "no noise-scale estimate")
+        target = target_batch(self.cfg.batch, noise_scale, self.cfg.r)
+        current = n_envs * self.n_steps
+        if self.observations_since_resize < self.cfg.cooldown:
+            return Decision(n_envs, lr, target, "cooling down")
+        ratio = target / current
+        h = self.cfg.hysteresis
+        if 1.0 / h <= ratio <= h:
+            return Decision(n_envs, lr, target, "within hysteresis")
+        limited = min(max(ratio, 1.0 / self.cfg.max_resize_factor), self.cfg.max_resize_factor)
+        vectors = max(1, math.floor(current * limited / self.n_steps / self.vector_size + 0.5))
+        new_envs = vectors * self.vector_size
+        if new_envs == n_envs:  # rounding ate the change: move by one vector env
+            new_envs += self.vector_size if ratio > 1 else -self.vector_size
+        new_envs = min(max(new_envs, self.cfg.min_envs), self.cfg.max_envs)
+        if new_envs == n_envs:
+            bound = "max_envs" if ratio > 1 else "min_envs"
+            return Decision(n_envs, lr, target, f"at {bound}")
+        if self.cfg.lr_rule == "noise":
+            lr = scaled_lr(lr, noise_scale, current, new_envs * self.n_steps, self.cfg.lr_alpha)
+        self.observations_since_resize = 0.0
+        direction = "grow" if new_envs > n_envs else "shrink"
+        return Decision(new_envs, lr, target,
+                        f"{direction}: target batch {target:,.0f} vs {current:,} observations")
+
+    def state_dict(self) -> dict[str, float]:
+        return {"observations_since_resize": self.observations_since_resize}
+
+    def load_state_dict(self, state: dict[str, float]) -> None:
+        self.observations_since_resize = float(state["observations_since_resize"])

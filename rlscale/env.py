@@ -1,0 +1,171 @@
+"""Vector environments built from the config, with episode bookkeeping.
+
+Atari ids (``ALE/<Game>-v5``) use ale-py's native vector env (C++ threads)
+with the standard preprocessing done in C++: no-op resets, frame skip with a
+max over the last two frames, 84x84 grayscale, a 4-frame stack. Every other
+registered gymnasium id uses gymnasium's synchronous vector env. Both run with
+same-step autoreset, so the observation after a terminal step is already the
+next episode's first one and the terminal observation arrives in ``final_obs``.
+
+Reward clipping lives here and only here: the learner gets clipped rewards,
+episode returns are reported unclipped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from rlscale.config import EnvConfig
+from rlscale.errors import UserError
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What the policy needs to know about an environment."""
+
+    obs_shape: tuple[int, ...]
+    obs_dtype: str
+    n_actions: int
+    is_image: bool
+
+
+@dataclass
+class Episode:
+    env_id: int  # global id of the environment that played it
+    episode_return: float  # unclipped
+    length: int  # agent steps
+
+
+@dataclass
+class Step:
+    obs: np.ndarray  # next observation (the reset one where an episode ended)
+    reward: np.ndarray  # float32, clipped for the learner where configured
+    terminated: np.ndarray  # bool
+    truncated: np.ndarray  # bool
+    final_obs: np.ndarray | None  # terminal observations of truncated envs, rows where truncated
+    episodes: list[Episode] = field(default_factory=list)
+
+
+def _ale_game(env_id: str) -> str:
+    """ALE/MontezumaRevenge-v5 -> montezuma_revenge."""
+    match = re.fullmatch(r"ALE/([A-Za-z0-9]+)-v\d+", env_id)
+    if not match:
+        raise UserError(f"malformed ALE id '{env_id}': expected ALE/<Game>-v5, e.g. ALE/Pong-v5")
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", match.group(1)).lower()
+
+
+def check_env_id(env_id: str) -> None:
+    """Fail early, with a fix, on an id nobody registered."""
+    import ale_py
+
+    gym.register_envs(ale_py)
+    if env_id not in gym.envs.registry:
+        close = [k for k in gym.envs.registry if k.lower().startswith(env_id.lower().split("-")[0][:4])]
+        hint = f" (did you mean {', '.join(sorted(close)[:3])}?)" if close else ""
+        raise UserError(f"unknown environment id '{env_id}'{hint}; see gymnasium.envs.registry")
+
+
+class EnvGroup:
+    """One vector env of ``n`` environments with global ids and episode tracking."""
+
+    def __init__(self, cfg: EnvConfig, env_ids: list[int], seed: int) -> None:
+        self.env_ids = np.asarray(env_ids, dtype=np.int64)
+        self.n = len(env_ids)
+        self.clip = False
+        if cfg.env_id.startswith("ALE/"):
+            from ale_py.vector_env import AtariVectorEnv
+
+            self.vec = AtariVectorEnv(
+                _ale_game(cfg.env_id), self.n,
+                num_threads=1,  # the actor process is the unit of parallelism
+                frameskip=cfg.frame_skip, noop_max=cfg.noop_max,
+                repeat_action_probability=cfg.sticky_actions,
+                max_num_frames_per_episode=cfg.max_episode_frames,
+                reward_clipping=False, autoreset_mode=AutoresetMode.SAME_STEP,
+            )
+            self.clip = cfg.reward_clip
+        else:
+            check_env_id(cfg.env_id)
+            self.vec = gym.make_vec(
+                cfg.env_id, self.n, vectorization_mode="sync",
+                vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+            )
+        if not isinstance(self.vec.single_action_space, gym.spaces.Discrete):
+            raise UserError(
+                f"{cfg.env_id} has a {type(self.vec.single_action_space).__name__} action space; "
+                "rlscale supports discrete actions"
+            )
+        self.rng = np.random.default_rng(seed)
+        self.obs, _ = self.vec.reset(seed=seed)
+        self.vec.action_space.seed(seed)
+        self.returns = np.zeros(self.n, dtype=np.float64)
+        self.lengths = np.zeros(self.n, dtype=np.int64)
+        # An episode that began during the random warm-up is not the policy's: not reported.
+        self.reportable = np.ones(self.n, dtype=bool)
+        self.warmup_steps = self._random_warmup(cfg.warmup_max_steps)
+
+    @property
+    def spec(self) -> EnvSpec:
+        space = self.vec.single_observation_space
+        return EnvSpec(tuple(space.shape), str(space.dtype), int(self.vec.single_action_space.n),
+                       len(space.shape) == 3)
+
+    def _random_warmup(self, max_steps: int) -> int:
+        """Each env takes its own random number (0..max) of random steps (paper A.4.2).
+
+        All envs step together for max(w) steps; env i is reset after max(w) - w_i
+        of them, so it has taken exactly w_i random steps since its reset.
+        Episodes that end during warm-up are not reported.
+        """
+        if max_steps <= 0:
+            return 0
+        counts = self.rng.integers(0, max_steps + 1, size=self.n)
+        self.reportable = counts == 0
+        longest = int(counts.max())
+        for t in range(longest + 1):
+            restart = counts == longest - t
+            if restart.any() and t > 0:
+                self.obs, _ = self.vec.reset(options={"reset_mask": restart})
+            if t < longest:
+                self.obs, *_ = self.vec.step(self.vec.action_space.sample())
+        return int(counts.sum())
+
+    def step(self, actions: np.ndarray) -> Step:
+        obs, reward, terminated, truncated, info = self.vec.step(actions)
+        reward = np.asarray(reward, dtype=np.float64)
+        self.returns += reward
+        self.lengths += 1
+        done = terminated | truncated
+        episodes = [
+            Episode(int(self.env_ids[i]), float(self.returns[i]), int(self.lengths[i]))
+            for i in np.flatnonzero(done & self.reportable)
+        ]
+        self.reportable |= done
+        self.returns[done] = 0.0
+        self.lengths[done] = 0
+        final_obs = None
+        if truncated.any():
+            final = info["final_obs"]
+            final_obs = np.stack([final[i] for i in np.flatnonzero(truncated)]).astype(obs.dtype)
+        learner_reward = np.sign(reward) if self.clip else reward
+        self.obs = obs
+        return Step(obs, learner_reward.astype(np.float32), terminated.astype(bool),
+                    truncated.astype(bool), final_obs, episodes)
+
+    def close(self) -> None:
+        self.vec.close()
+
+
+def probe_spec(cfg: EnvConfig) -> EnvSpec:
+    """The spec of an environment, from a one-env group without warm-up."""
+    probe_cfg = EnvConfig(**{**cfg.__dict__, "warmup_max_steps": 0})
+    group = EnvGroup(probe_cfg, [0], seed=0)
+    try:
+        return group.spec
+    finally:
+        group.close()

@@ -1,0 +1,119 @@
+"""What A2C and PPO learners share: optimizer, noise estimators, the guarded step."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlscale import noise
+from rlscale.config import Config
+from rlscale.gradients import GroupedGradient
+from rlscale.optim import make_optimizer, set_lr
+
+PARTS = ("total", "policy", "value")
+
+
+def env_groups(n_envs: int, k: int) -> list[np.ndarray]:
+    """Column indices of k groups of whole environments (sizes differ by at most one)."""
+    return [cols for cols in np.array_split(np.arange(n_envs), min(k, n_envs)) if cols.size]
+
+
+class Learner:
+    """Holds the model, the optimizer and one noise-scale EMA per loss part."""
+
+    def __init__(self, model: torch.nn.Module, cfg: Config) -> None:
+        self.model = model
+        self.cfg = cfg
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        a = cfg.agent
+        self.optimizer = make_optimizer(a.optimizer, self.params, a.lr, a.rms_alpha, a.optim_eps)
+        self.noise = {part: noise.NoiseScaleEMA(cfg.noise.noise_horizon) for part in PARTS}
+        self.updates = 0  # optimizer steps taken
+        self.skipped_updates = 0
+        self.skipped_in_a_row = 0
+        self.observations_since_parts = 0.0
+
+    @property
+    def lr(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        set_lr(self.optimizer, value)
+
+    def measure_parts_now(self) -> bool:
+        every = self.cfg.noise.noise_parts_every
+        return self.cfg.noise.measure_noise and every > 0 and self.updates % every == 0
+
+    def apply(self, grad: GroupedGradient, batch_size: int) -> dict[str, float]:
+        """Record the noise estimates, clip, and step — unless the gradient is not finite."""
+        metrics: dict[str, float] = {f"train/{k}": v for k, v in grad.stats.items()}
+        grad_norm = math.sqrt(grad.big_sq_norms["total"]) if grad.finite else float("nan")
+        metrics["train/grad_norm"] = grad_norm
+        if not grad.finite:
+            # Never apply a non-finite step; the caller decides when too many in a row is fatal.
+            self.optimizer.zero_grad(set_to_none=True)
+            self.skipped_updates += 1
+            self.skipped_in_a_row += 1
+            metrics["train/skipped_updates"] = float(self.skipped_updates)
+            return metrics
+        self.skipped_in_a_row = 0
+        self.observations_since_parts += batch_size
+        for part, norms in grad.sq_norms.items():
+            if not norms:
+                continue
+            sample = noise.estimate(norms, grad.sizes, grad.big_sq_norms[part])
+            observations = None if part == "total" else self.observations_since_parts
+            self.noise[part].update(sample, observations)
+            metrics[f"noise/raw_grad_sq_{part}"] = sample.grad_sq
+            metrics[f"noise/raw_trace_sigma_{part}"] = sample.trace_sigma
+        if grad.sq_norms.get("policy"):
+            self.observations_since_parts = 0.0
+        if self.cfg.agent.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.params, self.cfg.agent.max_grad_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.updates += 1
+        metrics["train/lr"] = self.lr
+        metrics["train/skipped_updates"] = float(self.skipped_updates)
+        metrics.update(self.noise_metrics())
+        return metrics
+
+    def b_simple(self, part: str) -> float | None:
+        return self.noise[part].b_simple
+
+    def noise_metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        if not self.cfg.noise.measure_noise:
+            return out
+        for part, ema in self.noise.items():
+            for name, value in (("b_simple", ema.b_simple), ("grad_sq", ema.grad_sq),
+                                ("trace_sigma", ema.trace_sigma)):
+                if value is not None:
+                    out[f"noise/{name}_{part}"] = value
+        signal = self.cfg.control.signal
+        for name in ("b_simple", "grad_sq", "trace_sigma"):
+            if f"noise/{name}_{signal}" in out:
+                out[f"noise/{name}"] = out[f"noise/{name}_{signal}"]
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "noise": {part: ema.state_dict() for part, ema in self.noise.items()},
+            "updates": self.updates,
+            "skipped_updates": self.skipped_updates,
+            "observations_since_parts": self.observations_since_parts,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.noise = {part: noise.NoiseScaleEMA.from_state_dict(s) for part, s in state["noise"].items()}
+        self.updates = int(state["updates"])
+        self.skipped_updates = int(state["skipped_updates"])
+        self.observations_since_parts = float(state["observations_since_parts"])

@@ -1,0 +1,55 @@
+"""TensorBoard scalars and console progress for one run directory.
+
+The x-axis of every scalar is agent steps (one env step of one environment).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+from torch.utils.tensorboard import SummaryWriter
+
+
+def _fmt(value: float | None, spec: str = ",.0f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+class RunLogger:
+    def __init__(self, run_dir: str, purge_step: int | None = None, window: int = 20) -> None:
+        # purge_step drops events a killed run wrote after its last checkpoint,
+        # so a resumed run has no duplicate points.
+        self.writer = SummaryWriter(run_dir, purge_step=purge_step, flush_secs=10)
+        self.returns: deque[float] = deque(maxlen=window)
+        self.last_print = 0.0
+
+    def scalars(self, metrics: dict[str, float], step: int) -> None:
+        for key, value in metrics.items():
+            self.writer.add_scalar(key, value, step)
+
+    def episode(self, episode_return: float, length: int, step: int) -> None:
+        self.returns.append(episode_return)
+        self.writer.add_scalar("rollout/episode_return", episode_return, step)
+        self.writer.add_scalar("rollout/episode_length", length, step)
+
+    @property
+    def mean_return(self) -> float | None:
+        return sum(self.returns) / len(self.returns) if self.returns else None
+
+    def progress(self, step: int, total: int, steps_per_s: float, n_envs: int,
+                 signal: float | None, signal_name: str, lr: float, force: bool = False,
+                 interval: float = 10.0) -> None:
+        now = time.monotonic()
+        if not force and now - self.last_print < interval:
+            return
+        self.last_print = now
+        mean = self.mean_return
+        print(
+            f"[{min(100.0, 100 * step / total):5.1f}%] steps {step:,}  {steps_per_s:,.0f}/s  "
+            f"return {_fmt(mean, '.1f')} (last {len(self.returns)})  "
+            f"B_simple[{signal_name}] {_fmt(signal)}  n_envs {n_envs}  lr {lr:.2e}",
+            flush=True,
+        )
+
+    def close(self) -> None:
+        self.writer.close()

@@ -1,0 +1,65 @@
+"""Actor-critic networks: the Nature CNN for Atari frames, an MLP for vectors."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from rlscale.env import EnvSpec
+
+
+def _init(layer: nn.Module, gain: float) -> nn.Module:
+    """Orthogonal weights, zero biases, as in Baselines."""
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class ActorCritic(nn.Module):
+    """A shared trunk with a policy head (logits) and a value head."""
+
+    def __init__(self, trunk: nn.Module, features: int, n_actions: int, scale: float) -> None:
+        super().__init__()
+        self.trunk = trunk
+        self.scale = scale  # observations are divided by it (255 for frames)
+        self.policy_head = _init(nn.Linear(features, n_actions), 0.01)
+        self.value_head = _init(nn.Linear(features, 1), 1.0)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden = self.trunk(obs.float() / self.scale)
+        return self.policy_head(hidden), self.value_head(hidden).squeeze(-1)
+
+
+def nature_cnn(in_channels: int) -> nn.Sequential:
+    """Mnih et al. 2015: 3 conv layers and a 512-unit layer (1.7M parameters at 84x84)."""
+    g = math.sqrt(2)
+    return nn.Sequential(
+        _init(nn.Conv2d(in_channels, 32, 8, stride=4), g), nn.ReLU(),
+        _init(nn.Conv2d(32, 64, 4, stride=2), g), nn.ReLU(),
+        _init(nn.Conv2d(64, 64, 3, stride=1), g), nn.ReLU(),
+        nn.Flatten(),
+        _init(nn.Linear(64 * 7 * 7, 512), g), nn.ReLU(),
+    )
+
+
+def mlp(inputs: int, hidden: int) -> nn.Sequential:
+    """Two tanh layers, as CleanRL and SB3 use for classic control."""
+    g = math.sqrt(2)
+    return nn.Sequential(
+        nn.Flatten(),
+        _init(nn.Linear(inputs, hidden), g), nn.Tanh(),
+        _init(nn.Linear(hidden, hidden), g), nn.Tanh(),
+    )
+
+
+def build_network(spec: EnvSpec, kind: str, mlp_hidden: int) -> ActorCritic:
+    if kind == "auto":
+        kind = "nature_cnn" if spec.is_image else "mlp"
+    if kind == "nature_cnn":
+        if spec.obs_shape[1:] != (84, 84):
+            raise ValueError(f"the Nature CNN needs 84x84 frames, got {spec.obs_shape}")
+        return ActorCritic(nature_cnn(spec.obs_shape[0]), 512, spec.n_actions, 255.0)
+    inputs = math.prod(spec.obs_shape)
+    return ActorCritic(mlp(inputs, mlp_hidden), mlp_hidden, spec.n_actions, 1.0)

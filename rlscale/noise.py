@@ -1,0 +1,113 @@
+"""The simple gradient noise scale B_simple = tr(Sigma) / |G|^2 (paper eq. 2.9, appendix A.1).
+
+Pure math on squared gradient norms: no torch, no Ray, no I/O.
+
+From k group gradients g_1..g_k over b_1..b_k observations and their
+size-weighted mean G_big (the full-batch gradient over B = sum b_j):
+
+    E|g_j|^2    = |G|^2 + tr(Sigma) / b_j
+    E|G_big|^2  = |G|^2 + tr(Sigma) / B
+
+so with |G_small|^2 = mean_j |g_j|^2 and B_small = 1 / mean_j(1/b_j) (the
+harmonic mean, equal to B/k when the groups are equal), eq. A.2 gives unbiased
+per-update estimates of |G|^2 and tr(Sigma). Their ratio is biased and a single
+|G|^2 estimate is often negative, so each is smoothed by its own
+bias-corrected exponential moving average and B_simple is the ratio of the two
+averages, reported only when the |G|^2 average is positive.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class NoiseSample:
+    """Unbiased per-update estimates from one batch."""
+
+    grad_sq: float  # estimate of |G|^2
+    trace_sigma: float  # estimate of tr(Sigma), per observation
+    b_small: float  # observations behind the small-batch norm (harmonic mean of group sizes)
+    b_big: float  # observations in the whole batch
+
+
+def estimate(group_sq_norms: Sequence[float], group_sizes: Sequence[float],
+             big_sq_norm: float) -> NoiseSample:
+    """Eq. A.2 from the group gradients' squared norms and the full-batch one.
+
+    ``big_sq_norm`` must be the squared norm of the size-weighted mean of the
+    group gradients, i.e. of the gradient of the mean loss over the batch.
+    """
+    if len(group_sq_norms) != len(group_sizes) or len(group_sizes) < 2:
+        raise ValueError("need at least two groups, one size per group norm")
+    if min(group_sizes) <= 0:
+        raise ValueError("group sizes must be positive")
+    b_big = float(sum(group_sizes))
+    b_small = len(group_sizes) / sum(1.0 / b for b in group_sizes)
+    small_sq = sum(group_sq_norms) / len(group_sq_norms)
+    grad_sq = (b_big * big_sq_norm - b_small * small_sq) / (b_big - b_small)
+    trace_sigma = (small_sq - big_sq_norm) / (1.0 / b_small - 1.0 / b_big)
+    return NoiseSample(grad_sq, trace_sigma, b_small, b_big)
+
+
+@dataclass
+class NoiseScaleEMA:
+    """Bias-corrected EMAs of |G|^2 and tr(Sigma) with a horizon in observations.
+
+    An update over n observations decays the averages by exp(-n / horizon), so
+    the smoothing time in observations does not change when the batch does: a
+    batch twice as large both counts twice as much and ages the past twice as
+    fast. The start-up bias is corrected as Adam does, by dividing by the total
+    weight given so far.
+    """
+
+    horizon: float
+    grad_sq_avg: float = 0.0
+    trace_avg: float = 0.0
+    weight: float = 0.0  # sum of the weights given so far (1 - prod of decays)
+    samples: int = 0
+
+    def update(self, sample: NoiseSample, observations: float | None = None) -> None:
+        """Add one update's estimates; ``observations`` defaults to the batch size.
+
+        Pass the observations trained on since the previous call when only some
+        updates are measured, so the horizon stays in training observations.
+        """
+        if not (math.isfinite(sample.grad_sq) and math.isfinite(sample.trace_sigma)):
+            return
+        n = sample.b_big if observations is None else observations
+        decay = math.exp(-n / self.horizon)
+        self.grad_sq_avg = decay * self.grad_sq_avg + (1.0 - decay) * sample.grad_sq
+        self.trace_avg = decay * self.trace_avg + (1.0 - decay) * sample.trace_sigma
+        self.weight = decay * self.weight + (1.0 - decay)
+        self.samples += 1
+
+    @property
+    def grad_sq(self) -> float | None:
+        """Bias-corrected average of |G|^2, None before the first update."""
+        return self.grad_sq_avg / self.weight if self.weight > 0 else None
+
+    @property
+    def trace_sigma(self) -> float | None:
+        return self.trace_avg / self.weight if self.weight > 0 else None
+
+    @property
+    def b_simple(self) -> float | None:
+        """tr(Sigma)/|G|^2 in observations, or None when undefined (|G|^2 average <= 0).
+
+        The bias correction cancels in the ratio; a non-positive |G|^2 average
+        means noise dominates the measurement, and a huge number would mislead.
+        """
+        if self.weight <= 0 or self.grad_sq_avg <= 0:
+            return None
+        value = self.trace_avg / self.grad_sq_avg
+        return value if math.isfinite(value) and value > 0 else None
+
+    def state_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, float]) -> NoiseScaleEMA:
+        return cls(**state)

@@ -1,0 +1,302 @@
+"""The rollout pool: workers that own environments and a policy copy.
+
+The only module that imports Ray. One update is: the learner's weights go
+into the object store once, every worker steps all its environments
+``n_steps`` times with them, and the fragments come back as one batch that
+keeps each observation's environment id (the learner groups its gradient by
+environment). ``SerialPool`` runs the same worker code in this process, for
+debugging and small tests; ``RayPool`` runs one worker per Ray actor.
+
+Environments come in vector envs of ``vector_size``; the pool grows by
+adding vector envs to the least loaded workers and shrinks by closing the
+newest ones on the most loaded workers. Removed environments drop their
+unfinished episode; finished episodes are delivered with the fragment of the
+update in which they finished, so none is lost or counted twice.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from rlscale.config import Config
+from rlscale.env import EnvGroup, EnvSpec, Episode
+from rlscale.errors import UserError
+from rlscale.nets import build_network
+
+
+def flat_weights(model: torch.nn.Module) -> np.ndarray:
+    """The model's parameters as one float32 vector (what the pool broadcasts)."""
+    return torch.nn.utils.parameters_to_vector(model.parameters()).detach().numpy()
+
+
+@dataclass
+class Batch:
+    """Time-major arrays [n_steps, n_envs, ...]; column j is environment env_ids[j]."""
+
+    obs: np.ndarray
+    actions: np.ndarray  # int64
+    rewards: np.ndarray  # float32, clipped where the env config says so
+    terminated: np.ndarray  # bool
+    truncated: np.ndarray  # bool
+    truncation_values: np.ndarray  # float32: V(terminal obs) where truncated, else 0
+    values: np.ndarray  # float32: V(obs) by the acting policy
+    logprobs: np.ndarray  # float32: log pi(action | obs) by the acting policy
+    bootstrap_values: np.ndarray  # float32 [n_envs]: V(obs after the last step)
+    env_ids: np.ndarray  # int64 [n_envs]
+    episodes: list[Episode] = field(default_factory=list)
+
+    @property
+    def n_steps(self) -> int:
+        return self.actions.shape[0]
+
+    @property
+    def n_envs(self) -> int:
+        return self.actions.shape[1]
+
+    @property
+    def size(self) -> int:
+        """Observations in the batch (n_steps x n_envs)."""
+        return self.actions.size
+
+    @staticmethod
+    def concat(fragments: list[Batch]) -> Batch:
+        fragments = [f for f in fragments if f.n_envs > 0]
+        names = ["obs", "actions", "rewards", "terminated", "truncated", "truncation_values",
+                 "values", "logprobs"]
+        arrays = {n: np.concatenate([getattr(f, n) for f in fragments], axis=1) for n in names}
+        return Batch(
+            **arrays,
+            bootstrap_values=np.concatenate([f.bootstrap_values for f in fragments]),
+            env_ids=np.concatenate([f.env_ids for f in fragments]),
+            episodes=[e for f in fragments for e in f.episodes],
+        )
+
+
+class RolloutWorker:
+    """Owns vector envs and a policy copy; steps them with given weights."""
+
+    def __init__(self, cfg: Config, spec: EnvSpec, seed: int, torch_threads: int | None = None) -> None:
+        if torch_threads:  # an actor process: one core per worker; the learner has its own
+            torch.set_num_threads(torch_threads)
+        self.cfg = cfg
+        self.spec = spec
+        self.groups: list[EnvGroup] = []
+        self.policy = build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden)
+        self.policy.requires_grad_(False)
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def add_group(self, env_ids: list[int], seed: int) -> int:
+        """Add a vector env; returns the random warm-up steps it took."""
+        group = EnvGroup(self.cfg.env, env_ids, seed)
+        self.groups.append(group)
+        return group.warmup_steps
+
+    def remove_group(self) -> list[int]:
+        """Close the newest vector env; its unfinished episodes are dropped."""
+        group = self.groups.pop()
+        group.close()
+        return group.env_ids.tolist()
+
+    def env_ids(self) -> list[int]:
+        return [int(i) for g in self.groups for i in g.env_ids]
+
+    def _act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        logits, value = self.policy(torch.from_numpy(obs))
+        dist = torch.distributions.Categorical(logits=logits)
+        action = torch.multinomial(dist.probs, 1, generator=self.generator).squeeze(1)
+        return action.numpy(), dist.log_prob(action).numpy(), value.numpy()
+
+    @torch.no_grad()
+    def rollout(self, weights: np.ndarray, n_steps: int) -> Batch:
+        # One flat float32 vector: a single zero-copy object in Ray's store.
+        torch.nn.utils.vector_to_parameters(torch.from_numpy(weights.copy()), self.policy.parameters())
+        n = sum(g.n for g in self.groups)
+        obs_buf = np.empty((n_steps, n, *self.spec.obs_shape), dtype=self.spec.obs_dtype)
+        actions = np.empty((n_steps, n), dtype=np.int64)
+        rewards = np.empty((n_steps, n), dtype=np.float32)
+        terminated = np.empty((n_steps, n), dtype=bool)
+        truncated = np.empty((n_steps, n), dtype=bool)
+        truncation_values = np.zeros((n_steps, n), dtype=np.float32)
+        values = np.empty((n_steps, n), dtype=np.float32)
+        logprobs = np.empty((n_steps, n), dtype=np.float32)
+        episodes: list[Episode] = []
+        bounds = np.cumsum([0] + [g.n for g in self.groups])
+        obs = np.concatenate([g.obs for g in self.groups]) if n else obs_buf[0]
+        for t in range(n_steps):
+            obs_buf[t] = obs
+            actions[t], logprobs[t], values[t] = self._act(obs)
+            for g, lo, hi in zip(self.groups, bounds[:-1], bounds[1:], strict=True):
+                step = g.step(actions[t, lo:hi])
+                rewards[t, lo:hi] = step.reward
+                terminated[t, lo:hi] = step.terminated
+                truncated[t, lo:hi] = step.truncated
+                episodes.extend(step.episodes)
+                if step.final_obs is not None:
+                    # Bootstrap through time-limit truncation (Baselines treats it as terminal).
+                    rows = lo + np.flatnonzero(step.truncated)
+                    truncation_values[t, rows] = self.policy(torch.from_numpy(step.final_obs))[1].numpy()
+            obs = np.concatenate([g.obs for g in self.groups]) if n else obs
+        bootstrap = self.policy(torch.from_numpy(obs))[1].numpy() if n else np.zeros(0, np.float32)
+        return Batch(obs_buf, actions, rewards, terminated, truncated, truncation_values,
+                     values, logprobs, bootstrap.astype(np.float32),
+                     np.asarray(self.env_ids(), dtype=np.int64), episodes)
+
+    def close(self) -> None:
+        for g in self.groups:
+            g.close()
+        self.groups = []
+
+
+@dataclass
+class ResizeReport:
+    n_envs_before: int
+    n_envs_after: int
+    seconds: float
+    warmup_steps: int
+
+
+class _Pool:
+    """Placement bookkeeping shared by the serial and the Ray pool."""
+
+    def __init__(self, cfg: Config, n_workers: int) -> None:
+        self.cfg = cfg
+        self.vector_size = cfg.env.vector_size
+        self.worker_groups: list[int] = [0] * n_workers  # vector envs per worker
+        self.next_env_id = 0
+        self.warmup_steps = 0
+
+    @property
+    def n_envs(self) -> int:
+        return sum(self.worker_groups) * self.vector_size
+
+    def resize(self, n_envs: int) -> ResizeReport:
+        if n_envs % self.vector_size or n_envs <= 0:
+            raise ValueError(f"n_envs {n_envs} is not a positive multiple of {self.vector_size}")
+        start, before = time.perf_counter(), self.n_envs
+        delta = (n_envs - before) // self.vector_size
+        adds: list[tuple[int, list[int], int]] = []
+        removes: list[int] = []
+        for _ in range(max(delta, 0)):
+            w = int(np.argmin(self.worker_groups))
+            ids = list(range(self.next_env_id, self.next_env_id + self.vector_size))
+            self.next_env_id += self.vector_size
+            adds.append((w, ids, self.cfg.run.seed * 1_000_003 + ids[0]))
+            self.worker_groups[w] += 1
+        for _ in range(max(-delta, 0)):
+            w = int(np.argmax(self.worker_groups))
+            removes.append(w)
+            self.worker_groups[w] -= 1
+        warmup = self._apply(adds, removes)
+        self.warmup_steps += warmup
+        return ResizeReport(before, self.n_envs, time.perf_counter() - start, warmup)
+
+    def _apply(self, adds: list[tuple[int, list[int], int]], removes: list[int]) -> int:
+        raise NotImplementedError
+
+    def collect(self, weights: np.ndarray) -> Batch:
+        """One rollout of n_steps by every environment with the given flat weights."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class SerialPool(_Pool):
+    """The whole pool in this process: one worker, no Ray."""
+
+    def __init__(self, cfg: Config, spec: EnvSpec) -> None:
+        super().__init__(cfg, 1)
+        self.worker = RolloutWorker(cfg, spec, seed=cfg.run.seed)
+        self.resize(cfg.env.n_envs)
+
+    def _apply(self, adds, removes) -> int:
+        for _ in removes:
+            self.worker.remove_group()
+        return sum(self.worker.add_group(ids, seed) for _, ids, seed in adds)
+
+    def collect(self, weights: np.ndarray) -> Batch:
+        return self.worker.rollout(weights, self.cfg.agent.n_steps)
+
+    def close(self) -> None:
+        self.worker.close()
+
+
+def init_ray(address: str, n_actors: int) -> None:
+    """Start an embedded Ray, or join the cluster at ``address``."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    try:
+        if address:
+            ray.init(address=address, logging_level="ERROR", log_to_driver=True)
+        else:
+            ray.init(include_dashboard=False, logging_level="ERROR", log_to_driver=True)
+    except (ConnectionError, RuntimeError, ValueError) as err:
+        where = f"at '{address}'" if address else "embedded"
+        raise UserError(
+            f"cannot start or reach Ray {where} ({str(err).splitlines()[0]}); "
+            "check the address, or drop --address to run on this machine"
+        ) from None
+
+
+class RayPool(_Pool):
+    """One RolloutWorker per Ray actor, spread over the cluster's nodes."""
+
+    def __init__(self, cfg: Config, spec: EnvSpec) -> None:
+        import ray
+
+        super().__init__(cfg, cfg.run.n_actors)
+        init_ray(cfg.run.address, cfg.run.n_actors)
+        cluster_cpus = ray.cluster_resources().get("CPU", 1.0)
+        # Honest resources: a worker keeps one core busy while it steps; on a
+        # machine with fewer cores than workers they share them.
+        cpus = min(1.0, cluster_cpus / cfg.run.n_actors)
+        remote = ray.remote(RolloutWorker).options(num_cpus=cpus, scheduling_strategy="SPREAD")
+        self.actors = [remote.remote(cfg, spec, cfg.run.seed * 7919 + i, 1) for i in range(cfg.run.n_actors)]
+        self.resize(cfg.env.n_envs)
+
+    def _apply(self, adds, removes) -> int:
+        import ray
+
+        refs = [self.actors[w].remove_group.remote() for w in removes]
+        refs_add = [self.actors[w].add_group.remote(ids, seed) for w, ids, seed in adds]
+        ray.get(refs)
+        return sum(ray.get(refs_add))
+
+    def collect(self, weights: np.ndarray) -> Batch:
+        import ray
+
+        weights_ref = ray.put(weights)  # broadcast once through the object store
+        n_steps = self.cfg.agent.n_steps
+        busy = [a for a, g in zip(self.actors, self.worker_groups, strict=True) if g > 0]
+        return Batch.concat(ray.get([a.rollout.remote(weights_ref, n_steps) for a in busy]))
+
+    def close(self) -> None:
+        import ray
+
+        for actor in self.actors:
+            ray.kill(actor)
+        self.actors = []
+
+
+def make_pool(cfg: Config, spec: EnvSpec) -> _Pool:
+    return SerialPool(cfg, spec) if cfg.run.serial else RayPool(cfg, spec)
+
+
+def shutdown_ray() -> None:
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def cpu_budget() -> int:
+    return max(1, math.floor(os.cpu_count() or 1))

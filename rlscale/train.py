@@ -1,0 +1,286 @@
+"""``python -m rlscale.train <env>``: the training loop and its command.
+
+One update: weights -> rollout pool -> batch -> learner (grouped gradients,
+noise scale, optimizer step) -> controller -> pool size and learning rate.
+``build()`` wires the parts; reading it tells the whole data flow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlscale import checkpoint
+from rlscale.a2c import A2CLearner
+from rlscale.cli import Parser, writable_dir
+from rlscale.config import (
+    Config,
+    add_config_flags,
+    build_config,
+    dumps_toml,
+    load_saved,
+    overrides_from_args,
+)
+from rlscale.control import BatchController
+from rlscale.env import probe_spec
+from rlscale.errors import UserError, exits_cleanly
+from rlscale.learner import Learner
+from rlscale.logger import RunLogger
+from rlscale.nets import build_network
+from rlscale.rollout import flat_weights, make_pool, shutdown_ray
+
+# Consecutive non-finite updates after which the run stops (with a checkpoint).
+MAX_SKIPPED_IN_A_ROW = 20
+CONFIG_FILE = "config.toml"
+SUMMARY_FILE = "summary.json"
+LEARNERS = {"a2c": A2CLearner}
+
+
+@dataclass
+class Counters:
+    agent_steps: int = 0  # env steps of single environments used for training
+    examples: int = 0  # observations the optimizer consumed (= agent steps for A2C)
+    episodes: int = 0
+    wall_seconds: float = 0.0  # training time, summed over resumed sessions
+    warmup_steps: int = 0  # random start-up steps of new environments (not trained on)
+    n_envs: int = 0
+    goals: dict[str, dict[str, float]] = field(default_factory=dict)  # first time each goal was met
+
+
+@dataclass
+class Run:
+    """Everything one training run is made of, wired by build()."""
+
+    cfg: Config
+    run_dir: Path
+    learner: Learner
+    controller: BatchController
+    pool: Any
+    logger: RunLogger
+    counters: Counters
+
+
+def default_run_dir(cfg: Config) -> Path:
+    name = cfg.env.env_id.replace("ALE/", "").replace("/", "-").split("-v")[0].lower()
+    return Path("runs") / f"{name}-{cfg.agent.algo}-{datetime.now():%Y%m%d-%H%M%S}"
+
+
+def build(cfg: Config, run_dir: Path, state: dict[str, Any] | None = None) -> Run:
+    """Wire pool, learner, noise estimator, controller and logger for one run."""
+    torch.set_num_threads(cfg.run.learner_threads or os.cpu_count() or 1)
+    torch.manual_seed(cfg.run.seed)
+    np.random.seed(cfg.run.seed)
+    spec = probe_spec(cfg.env)
+    model = build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden)
+    learner = LEARNERS[cfg.agent.algo](model, cfg)
+    controller = BatchController(cfg.control, cfg.agent.n_steps, cfg.env.vector_size)
+    counters = Counters(n_envs=cfg.env.n_envs)
+    if state is not None:
+        learner.load_state_dict(state["learner"])
+        controller.load_state_dict(state["controller"])
+        counters = Counters(**state["counters"])
+        torch.set_rng_state(state["torch_rng"])
+    pool = make_pool(_with_n_envs(cfg, counters.n_envs), spec)
+    counters.warmup_steps += pool.warmup_steps
+    logger = RunLogger(str(run_dir), purge_step=counters.agent_steps if state else None)
+    return Run(cfg, run_dir, learner, controller, pool, logger, counters)
+
+
+def _with_n_envs(cfg: Config, n_envs: int) -> Config:
+    resized = Config(**{name: getattr(cfg, name) for name in ("agent", "noise", "control", "run")},
+                     env=type(cfg.env)(**{**asdict(cfg.env), "n_envs": n_envs}))
+    return resized
+
+
+def save_checkpoint(run: Run) -> Path:
+    state = {
+        "learner": run.learner.state_dict(),
+        "controller": run.controller.state_dict(),
+        "counters": asdict(run.counters),
+        "torch_rng": torch.get_rng_state(),
+        "config": dumps_toml(run.cfg),
+    }
+    path = checkpoint.save(run.run_dir, state, run.counters.agent_steps, run.cfg.run.keep_checkpoints)
+    write_summary(run)
+    return path
+
+
+def write_summary(run: Run) -> None:
+    summary = {**asdict(run.counters), "updates": run.learner.updates,
+               "mean_return": run.logger.mean_return, "env_id": run.cfg.env.env_id}
+    tmp = run.run_dir / f".{SUMMARY_FILE}.tmp"
+    tmp.write_text(json.dumps(summary, indent=2))
+    os.replace(tmp, run.run_dir / SUMMARY_FILE)
+
+
+def _check_goals(run: Run) -> None:
+    mean = run.logger.mean_return
+    if mean is None or len(run.logger.returns) < run.logger.returns.maxlen:
+        return
+    c = run.counters
+    for goal in run.cfg.env.goals:
+        key = f"{goal:g}"
+        if key not in c.goals and mean >= goal:
+            c.goals[key] = {"agent_steps": c.agent_steps, "updates": run.learner.updates,
+                            "examples": c.examples, "wall_seconds": round(c.wall_seconds, 1)}
+            print(f"goal {key} reached: mean return {mean:.1f} over {len(run.logger.returns)} "
+                  f"episodes at {c.agent_steps:,} agent steps, {c.wall_seconds / 60:.1f} min", flush=True)
+
+
+def train_loop(run: Run) -> None:
+    cfg, c, learner = run.cfg, run.counters, run.learner
+    total = cfg.total_agent_steps
+    signal_name = cfg.control.signal if cfg.noise.measure_noise else "off"
+    last_sec, last_steps = time.perf_counter(), c.agent_steps
+    steps_per_s = 0.0
+    while c.agent_steps < total:
+        start = time.perf_counter()
+        batch = run.pool.collect(flat_weights(learner.model))
+        rollout_done = time.perf_counter()
+        metrics = learner.update(batch)
+        learned = time.perf_counter()
+        if learner.skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
+            path = save_checkpoint(run)
+            raise UserError(
+                f"{MAX_SKIPPED_IN_A_ROW} updates in a row had a non-finite loss or gradient; "
+                f"stopped with checkpoint {path}; lower --lr or check the environment's rewards"
+            )
+        c.agent_steps += batch.size
+        c.examples += batch.size
+        for ep in batch.episodes:
+            c.episodes += 1
+            run.logger.episode(ep.episode_return, ep.length, c.agent_steps)
+        _check_goals(run)
+
+        decision = run.controller.step(c.n_envs, learner.b_simple(cfg.control.signal),
+                                       batch.size, learner.lr)
+        resize_seconds = None
+        if decision.n_envs != c.n_envs:
+            report = run.pool.resize(decision.n_envs)
+            resize_seconds = report.seconds
+            c.warmup_steps += report.warmup_steps
+            print(f"resize {c.n_envs} -> {decision.n_envs} envs ({decision.reason}); "
+                  f"lr {learner.lr:.2e} -> {decision.lr:.2e}; {report.seconds:.2f} s", flush=True)
+            c.n_envs = decision.n_envs
+            learner.lr = decision.lr
+        c.wall_seconds += time.perf_counter() - start
+
+        now = time.perf_counter()
+        if now - last_sec >= 2.0:
+            steps_per_s = (c.agent_steps - last_steps) / (now - last_sec)
+            last_sec, last_steps = now, c.agent_steps
+        metrics.update({
+            "batch/n_envs": c.n_envs, "batch/size": c.n_envs * cfg.agent.n_steps,
+            "perf/steps_per_s": steps_per_s, "perf/rollout_seconds": rollout_done - start,
+            "perf/learner_seconds": learned - rollout_done,
+            "train/updates": learner.updates, "train/examples": c.examples,
+        })
+        if decision.target_batch is not None:
+            metrics["batch/target"] = decision.target_batch
+        if resize_seconds is not None:
+            metrics["batch/resize_seconds"] = resize_seconds
+        run.logger.scalars(metrics, c.agent_steps)
+        run.logger.progress(c.agent_steps, total, steps_per_s, c.n_envs,
+                            learner.b_simple(cfg.control.signal) if cfg.noise.measure_noise else None,
+                            signal_name, learner.lr, interval=cfg.run.log_interval)
+        if learner.updates % cfg.run.checkpoint_every == 0:
+            save_checkpoint(run)
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handler API
+    raise KeyboardInterrupt
+
+
+def run_training(cfg: Config, run_dir: Path, state: dict[str, Any] | None = None) -> int:
+    writable_dir(run_dir)
+    print(f"run directory: {run_dir}", flush=True)
+    print(f"watch it:      tensorboard --logdir {run_dir.parent}", flush=True)
+    (run_dir / CONFIG_FILE).write_text(dumps_toml(cfg))
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    run: Run | None = None
+    try:
+        run = build(cfg, run_dir, state)
+        c = run.counters
+        mode = "serial" if cfg.run.serial else f"{cfg.run.n_actors} Ray actors"
+        print(f"{cfg.env.env_id} | {cfg.agent.algo} | {c.n_envs} envs x {cfg.agent.n_steps} steps "
+              f"| {mode} | batch control: {cfg.control.batch} | budget {cfg.total_agent_steps:,} agent steps",
+              flush=True)
+        train_loop(run)
+        path = save_checkpoint(run)
+        run.logger.progress(c.agent_steps, cfg.total_agent_steps, c.agent_steps / max(c.wall_seconds, 1e-9),
+                            c.n_envs, run.learner.b_simple(cfg.control.signal), cfg.control.signal,
+                            run.learner.lr, force=True)
+        print(f"done: {c.agent_steps:,} agent steps, {run.learner.updates:,} updates, "
+              f"{c.episodes:,} episodes in {c.wall_seconds / 60:.1f} min; checkpoint {path}", flush=True)
+        return 0
+    except KeyboardInterrupt:
+        if run is None:
+            print("interrupted before training started", file=sys.stderr)
+            return 130
+        path = save_checkpoint(run)
+        print(f"\ninterrupted: checkpoint {path}\nresume with: python -m rlscale.train --resume {run_dir}",
+              file=sys.stderr, flush=True)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if run is not None:
+            run.pool.close()
+            run.logger.close()
+        shutdown_ray()
+
+
+RESUME_OVERRIDABLE = {"total_frames", "log_interval", "checkpoint_every", "keep_checkpoints", "address"}
+
+
+def resume(run_dir: Path, overrides: dict[str, Any]) -> int:
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise UserError(f"{run_dir} is not a run directory (no {CONFIG_FILE}); check the path")
+    cfg = load_saved(run_dir / CONFIG_FILE)
+    fixed = set(overrides) - RESUME_OVERRIDABLE
+    if fixed:
+        raise UserError(f"--resume keeps the run's settings; only {', '.join(sorted(RESUME_OVERRIDABLE))} "
+                        f"may change (got {', '.join(sorted(fixed))})")
+    for key, value in overrides.items():
+        section = "env" if key == "total_frames" else "run"
+        setattr(getattr(cfg, section), key, value)
+    state = checkpoint.load(checkpoint.latest(run_dir))
+    print(f"resuming from {state['counters']['agent_steps']:,} agent steps", flush=True)
+    return run_training(cfg.validate(), run_dir, state)
+
+
+def parser() -> Parser:
+    p = Parser(prog="python -m rlscale.train",
+               description="Train an agent; measure the gradient noise scale; resize the batch to follow it.")
+    p.add_argument("env", nargs="?", help="preset (pong, breakout, cartpole) or gymnasium id (ALE/Breakout-v5)")
+    p.add_argument("--agent", help="agent preset from agents/ (default: a2c)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
+    add_config_flags(p)
+    return p
+
+
+@exits_cleanly
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    overrides = overrides_from_args(args)
+    if args.resume:
+        return resume(Path(args.resume), overrides)
+    if not args.env:
+        raise UserError("name an environment, e.g. python -m rlscale.train pong (or --resume RUN_DIR)")
+    cfg = build_config(args.env, args.agent, overrides)
+    run_dir = Path(cfg.run.run_dir) if cfg.run.run_dir else default_run_dir(cfg)
+    cfg.run.run_dir = str(run_dir)
+    return run_training(cfg, run_dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""The learner: measuring the noise scale must not change training."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from rlscale.a2c import A2CLearner, nstep_returns
+from rlscale.config import build_config
+from rlscale.env import EnvSpec
+from rlscale.learner import env_groups
+from rlscale.nets import build_network
+from rlscale.optim import RMSpropTF
+from rlscale.rollout import Batch
+
+
+def random_batch(spec: EnvSpec, n_steps: int, n_envs: int, seed: int = 0) -> Batch:
+    rng = np.random.default_rng(seed)
+    shape = (n_steps, n_envs)
+    if spec.is_image:
+        obs = rng.integers(0, 256, size=(*shape, *spec.obs_shape), dtype=np.uint8)
+    else:
+        obs = rng.standard_normal((*shape, *spec.obs_shape)).astype(np.float32)
+    return Batch(
+        obs=obs,
+        actions=rng.integers(0, spec.n_actions, size=shape),
+        rewards=rng.choice([-1.0, 0.0, 1.0], size=shape).astype(np.float32),
+        terminated=rng.random(shape) < 0.1,
+        truncated=rng.random(shape) < 0.05,
+        truncation_values=rng.standard_normal(shape).astype(np.float32),
+        values=rng.standard_normal(shape).astype(np.float32),
+        logprobs=np.zeros(shape, dtype=np.float32),
+        bootstrap_values=rng.standard_normal(n_envs).astype(np.float32),
+        env_ids=np.arange(n_envs),
+    )
+
+
+SPECS = {
+    "mlp": EnvSpec((4,), "float32", 2, False),
+    "nature_cnn": EnvSpec((4, 84, 84), "uint8", 6, True),
+}
+
+
+@pytest.mark.parametrize("kind", ["mlp", "nature_cnn"])
+@pytest.mark.parametrize("parts_every", [0, 1])
+def test_update_with_measurement_equals_update_without(kind, parts_every):
+    spec = SPECS[kind]
+    n_envs = 8
+    torch.manual_seed(0)
+    model = build_network(spec, "auto", 64)
+    batch = random_batch(spec, 5, n_envs)
+    results = []
+    for measure in (False, True):
+        cfg = build_config("cartpole", None, {"measure_noise": measure, "noise_groups": 4,
+                                              "noise_parts_every": parts_every, "n_envs": n_envs})
+        learner = A2CLearner(copy.deepcopy(model), cfg)
+        for _ in range(2):  # the second step also exercises the optimizer state
+            metrics = learner.update(batch)
+        results.append((torch.nn.utils.parameters_to_vector(learner.model.parameters()), metrics))
+    (plain, m_plain), (measured, m_measured) = results
+    assert torch.allclose(plain, measured, rtol=1e-5, atol=1e-7)
+    assert m_plain["train/grad_norm"] == pytest.approx(m_measured["train/grad_norm"], rel=1e-5)
+    assert "noise/raw_grad_sq_total" in m_measured and "noise/raw_grad_sq_total" not in m_plain
+    assert ("noise/raw_grad_sq_policy" in m_measured) == (parts_every == 1)
+
+
+def test_parts_sum_to_total():
+    """Policy and value part gradients add up to the total's: their norms bound it."""
+    spec = SPECS["mlp"]
+    cfg = build_config("cartpole", None, {"noise_parts_every": 1})
+    learner = A2CLearner(build_network(spec, "auto", 64), cfg)
+    m = learner.update(random_batch(spec, 5, 8))
+    total, policy, value = (m[f"noise/raw_grad_sq_{p}"] for p in ("total", "policy", "value"))
+    assert np.isfinite([total, policy, value]).all()
+
+
+def test_env_groups_hold_whole_environments():
+    groups = env_groups(10, 4)
+    assert [g.tolist() for g in groups] == [[0, 1, 2], [3, 4, 5], [6, 7], [8, 9]]
+    assert sum(g.size for g in env_groups(3, 8)) == 3
+
+
+def test_nstep_returns_by_hand():
+    """Two envs, three steps: env 0 terminates at t=1, env 1 is truncated at t=0."""
+    g = 0.5
+    b = Batch(
+        obs=np.zeros((3, 2, 1), np.float32), actions=np.zeros((3, 2), np.int64),
+        rewards=np.array([[1, 2], [3, 4], [5, 6]], np.float32),
+        terminated=np.array([[0, 0], [1, 0], [0, 0]], bool),
+        truncated=np.array([[0, 1], [0, 0], [0, 0]], bool),
+        truncation_values=np.array([[0, 10], [0, 0], [0, 0]], np.float32),
+        values=np.zeros((3, 2), np.float32), logprobs=np.zeros((3, 2), np.float32),
+        bootstrap_values=np.array([100, 200], np.float32), env_ids=np.arange(2),
+    )
+    r = nstep_returns(b, g)
+    # env 0: t2 = 5 + .5*100 = 55; t1 = 3 (terminal); t0 = 1 + .5*3 = 2.5
+    # env 1: t2 = 6 + .5*200 = 106; t1 = 4 + .5*106 = 57; t0 = 2 + .5*10 = 7 (truncated)
+    np.testing.assert_allclose(r[:, 0], [2.5, 3.0, 55.0])
+    np.testing.assert_allclose(r[:, 1], [7.0, 57.0, 106.0])
+
+
+def test_rmsprop_tf_first_step_is_small():
+    """TF-style RMSprop: mean square starts at 1, so the first step is lr * g / sqrt(1 + ...)."""
+    p = torch.nn.Parameter(torch.tensor([0.0, 0.0]))
+    opt = RMSpropTF([p], lr=0.1, alpha=0.99, eps=1e-5)
+    p.grad = torch.tensor([0.01, 2.0])
+    opt.step()
+    ms = 0.99 + 0.01 * torch.tensor([0.01, 2.0]) ** 2
+    expected = -0.1 * torch.tensor([0.01, 2.0]) / torch.sqrt(ms + 1e-5)
+    torch.testing.assert_close(p.detach(), expected)
+    # torch's RMSprop would have moved the small coordinate by ~lr/sqrt(0.01) = 1.0
+    assert abs(float(p.detach()[0])) < 2e-3
+
+
+def test_non_finite_gradient_is_skipped_and_counted():
+    spec = SPECS["mlp"]
+    cfg = build_config("cartpole", None, {})
+    learner = A2CLearner(build_network(spec, "auto", 64), cfg)
+    before = torch.nn.utils.parameters_to_vector(learner.model.parameters()).clone()
+    batch = random_batch(spec, 5, 8)
+    batch.rewards[2, 3] = np.nan
+    metrics = learner.update(batch)
+    after = torch.nn.utils.parameters_to_vector(learner.model.parameters())
+    assert torch.equal(before, after)
+    assert metrics["train/skipped_updates"] == 1 and learner.updates == 0
+    batch.rewards[2, 3] = 0.0
+    learner.update(batch)
+    assert learner.updates == 1 and learner.skipped_in_a_row == 0

@@ -1,0 +1,153 @@
+"""The noise estimator against problems whose noise scale is known in closed form.
+
+Least squares with Gaussian inputs: loss(w; x, y) = 0.5 (x.w - y)^2 with
+x ~ N(0, I_d), y = x.w* + eps, eps ~ N(0, s^2). With r = w - w*, the
+per-sample gradient is g = x (x.r - eps), whose mean is G = r and whose
+covariance is Sigma = |r|^2 I + r r^T + s^2 I, so
+
+    |G|^2 = |r|^2,   tr(Sigma) = (d + 1)|r|^2 + d s^2.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rlscale.noise import NoiseSample, NoiseScaleEMA, estimate
+
+
+def true_noise_scale(r: np.ndarray, s: float) -> tuple[float, float]:
+    d = r.size
+    grad_sq = float(r @ r)
+    return grad_sq, (d + 1) * grad_sq + d * s**2
+
+
+def draws(rng: np.random.Generator, r: np.ndarray, s: float, sizes: list[int], n: int) -> list[NoiseSample]:
+    """n independent batches: per-group mean gradients, their weighted mean, eq. A.2."""
+    group_sq, big = [], np.zeros((n, r.size))
+    for b in sizes:
+        x = rng.standard_normal((n, b, r.size))
+        eps = s * rng.standard_normal((n, b))
+        g = (x * (x @ r - eps)[..., None]).mean(axis=1)  # [n, d]
+        group_sq.append((g * g).sum(axis=1))
+        big += g * (b / sum(sizes))
+    big_sq = (big * big).sum(axis=1)
+    return [estimate([float(q[i]) for q in group_sq], sizes, float(big_sq[i])) for i in range(n)]
+
+
+def problem(d: int, s: float, seed: int = 0) -> np.ndarray:
+    r = np.random.default_rng(seed).standard_normal(d)
+    return r / np.linalg.norm(r)  # |G|^2 = 1
+
+
+def test_estimates_are_unbiased_over_many_draws():
+    rng = np.random.default_rng(1)
+    r, s = problem(d=20, s=3.0), 3.0
+    grad_sq, trace = true_noise_scale(r, s)
+    samples = draws(rng, r, s, [16, 16, 16, 16], 20_000)
+    g = np.array([x.grad_sq for x in samples])
+    t = np.array([x.trace_sigma for x in samples])
+    assert abs(g.mean() - grad_sq) < 4 * g.std() / math.sqrt(g.size)
+    assert abs(t.mean() - trace) < 4 * t.std() / math.sqrt(t.size)
+    # A single |G|^2 estimate is often negative at this batch (B=64 vs B_simple ~ 200).
+    assert np.mean(g < 0) > 0.05
+
+
+@pytest.mark.parametrize("sizes", [[20, 20], [10, 10, 10, 10], [5] * 8, [7, 13, 9, 11]])
+def test_b_simple_within_5_percent_and_independent_of_k(sizes):
+    """B within ~10x of the noise scale: the EMA ratio lands within 5% of the truth."""
+    rng = np.random.default_rng(sum(sizes) + len(sizes))
+    r, s = problem(d=10, s=3.0), 3.0
+    grad_sq, trace = true_noise_scale(r, s)
+    truth = trace / grad_sq  # 101; batch = 40
+    ema = NoiseScaleEMA(horizon=40 * 40_000)
+    for x in draws(rng, r, s, sizes, 40_000):
+        ema.update(x)
+    assert ema.b_simple == pytest.approx(truth, rel=0.05)
+    assert ema.grad_sq == pytest.approx(grad_sq, rel=0.05)
+    assert ema.trace_sigma == pytest.approx(trace, rel=0.05)
+
+
+def test_equal_groups_reduce_to_paper_formula():
+    """With equal groups B_small = B/k and eq. A.2 holds literally."""
+    s = estimate([5.0, 7.0, 6.0, 6.0], [10, 10, 10, 10], 2.0)
+    b_small, b_big, small = 10.0, 40.0, 6.0
+    assert s.b_small == b_small and s.b_big == b_big
+    assert s.grad_sq == pytest.approx((b_big * 2.0 - b_small * small) / (b_big - b_small))
+    assert s.trace_sigma == pytest.approx((small - 2.0) / (1 / b_small - 1 / b_big))
+
+
+def test_negative_grad_sq_average_is_missing_not_huge():
+    ema = NoiseScaleEMA(horizon=1000)
+    assert ema.b_simple is None and ema.grad_sq is None
+    ema.update(NoiseSample(grad_sq=-0.5, trace_sigma=10.0, b_small=10, b_big=40))
+    assert ema.grad_sq == pytest.approx(-0.5)
+    assert ema.b_simple is None
+    for _ in range(5):
+        ema.update(NoiseSample(grad_sq=1.0, trace_sigma=10.0, b_small=10, b_big=40))
+    assert ema.b_simple is not None and 0 < ema.b_simple < 100
+    zero = NoiseScaleEMA(horizon=1000)
+    zero.update(NoiseSample(grad_sq=0.0, trace_sigma=10.0, b_small=10, b_big=40))
+    assert zero.b_simple is None  # exactly zero: undefined as well
+
+
+def test_non_finite_sample_is_ignored():
+    ema = NoiseScaleEMA(horizon=1000)
+    ema.update(NoiseSample(1.0, 10.0, 10, 40))
+    before = ema.state_dict()
+    ema.update(NoiseSample(float("nan"), 10.0, 10, 40))
+    ema.update(NoiseSample(1.0, float("inf"), 10, 40))
+    assert ema.state_dict() == before
+
+
+def test_bias_correction_gives_the_first_value_exactly():
+    ema = NoiseScaleEMA(horizon=10_000)
+    ema.update(NoiseSample(2.0, 300.0, 10, 40))
+    assert ema.grad_sq == pytest.approx(2.0) and ema.trace_sigma == pytest.approx(300.0)
+    assert ema.b_simple == pytest.approx(150.0)
+
+
+def test_horizon_is_in_observations_whatever_the_batch():
+    """Two runs that see the same observations in batches of 40 or 160 age the past alike."""
+    small, big = NoiseScaleEMA(horizon=5_000), NoiseScaleEMA(horizon=5_000)
+    for _ in range(400):  # 16,000 observations of value 1, then 4,000 of value 3
+        small.update(NoiseSample(1.0, 100.0, 10, 40))
+    for _ in range(100):
+        small.update(NoiseSample(3.0, 100.0, 10, 40))
+    for _ in range(100):
+        big.update(NoiseSample(1.0, 100.0, 40, 160))
+    for _ in range(25):
+        big.update(NoiseSample(3.0, 100.0, 40, 160))
+    # Weights: 1 - exp(-4000/5000) on the last 4,000 observations, the rest on the
+    # 16,000 before; the bias correction divides by the total, 1 - exp(-20000/5000).
+    recent = 1 - math.exp(-4000 / 5000)
+    older = math.exp(-4000 / 5000) - math.exp(-20000 / 5000)
+    expected = (3.0 * recent + 1.0 * older) / (recent + older)
+    assert small.grad_sq == pytest.approx(expected, rel=1e-3)
+    assert big.grad_sq == pytest.approx(expected, rel=1e-3)
+
+
+def test_observations_override_for_subsampled_updates():
+    """Measuring every 4th update of 40 observations ages the EMA like every update would."""
+    every, sub = NoiseScaleEMA(horizon=2_000), NoiseScaleEMA(horizon=2_000)
+    for i in range(200):
+        every.update(NoiseSample(1.0 + (i >= 100), 50.0, 10, 40))
+        if i % 4 == 3:
+            sub.update(NoiseSample(1.0 + (i >= 100), 50.0, 10, 40), observations=160)
+    assert sub.grad_sq == pytest.approx(every.grad_sq, rel=0.02)
+
+
+def test_state_round_trip():
+    ema = NoiseScaleEMA(horizon=1234)
+    ema.update(NoiseSample(1.5, 99.0, 10, 40))
+    clone = NoiseScaleEMA.from_state_dict(ema.state_dict())
+    assert clone == ema and clone.b_simple == ema.b_simple
+
+
+def test_estimate_rejects_bad_input():
+    with pytest.raises(ValueError):
+        estimate([1.0], [10], 1.0)
+    with pytest.raises(ValueError):
+        estimate([1.0, 1.0], [10, 0], 1.0)
