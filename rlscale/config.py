@@ -266,15 +266,15 @@ def build_config(env: str, agent: str | None, overrides: dict[str, Any]) -> Conf
     """defaults -> agents/<algo>.toml -> envs/<env>.toml -> overrides (later wins)."""
     cfg = Config()
     env_preset: dict[str, Any] = {}
-    env_path = ENV_PRESETS / f"{env}.toml"
-    if env_path.exists():
+    env_path = Path(env) if env.endswith(".toml") else ENV_PRESETS / f"{env}.toml"
+    if env.endswith(".toml") or env_path.exists():
         env_preset = read_toml(env_path)
     elif looks_like_env_id(env):
         env_preset = {"env": {"env_id": env}}
     else:
         raise UserError(
-            f"unknown environment '{env}': use a preset ({', '.join(available_presets(ENV_PRESETS))}) "
-            "or a gymnasium id such as CartPole-v1 or ALE/Breakout-v5"
+            f"unknown environment '{env}': use a preset ({', '.join(available_presets(ENV_PRESETS))}), "
+            "a preset file (my_env.toml) or a gymnasium id such as CartPole-v1 or ALE/Breakout-v5"
         )
     algo = agent or env_preset.get("agent", {}).get("algo") or cfg.agent.algo
     agent_path = AGENT_PRESETS / f"{algo}.toml"

@@ -13,6 +13,7 @@ episode returns are reported unclipped.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 
@@ -65,8 +66,8 @@ def check_env_id(env_id: str) -> None:
 
     gym.register_envs(ale_py)
     if env_id not in gym.envs.registry:
-        close = [k for k in gym.envs.registry if k.lower().startswith(env_id.lower().split("-")[0][:4])]
-        hint = f" (did you mean {', '.join(sorted(close)[:3])}?)" if close else ""
+        close = difflib.get_close_matches(env_id, list(gym.envs.registry), n=3, cutoff=0.6)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise UserError(f"unknown environment id '{env_id}'{hint}; see gymnasium.envs.registry")
 
 
@@ -90,7 +91,6 @@ class EnvGroup:
             )
             self.clip = cfg.reward_clip
         else:
-            check_env_id(cfg.env_id)
             self.vec = gym.make_vec(
                 cfg.env_id, self.n, vectorization_mode="sync",
                 vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
@@ -163,6 +163,7 @@ class EnvGroup:
 
 def probe_spec(cfg: EnvConfig) -> EnvSpec:
     """The spec of an environment, from a one-env group without warm-up."""
+    check_env_id(cfg.env_id)
     probe_cfg = EnvConfig(**{**cfg.__dict__, "warmup_max_steps": 0})
     group = EnvGroup(probe_cfg, [0], seed=0)
     try:

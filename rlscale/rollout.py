@@ -16,8 +16,8 @@ update in which they finished, so none is lost or counted twice.
 
 from __future__ import annotations
 
-import math
 import os
+import socket
 import time
 from dataclasses import dataclass, field
 
@@ -227,12 +227,28 @@ class SerialPool(_Pool):
         self.worker.close()
 
 
-def init_ray(address: str, n_actors: int) -> None:
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Ray retries an unreachable GCS for minutes; a plain TCP probe fails in seconds."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"--address must be auto or HOST:PORT, got '{address}'")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as err:
+        raise UserError(
+            f"cannot reach a Ray cluster at {address} ({err.strerror or err}); start one with "
+            "'ray start --head' or drop --address to run on this machine"
+        ) from None
+
+
+def init_ray(address: str) -> None:
     """Start an embedded Ray, or join the cluster at ``address``."""
     import ray
 
     if ray.is_initialized():
         return
+    if address and address != "auto":
+        _check_reachable(address)
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     try:
         if address:
@@ -254,7 +270,7 @@ class RayPool(_Pool):
         import ray
 
         super().__init__(cfg, cfg.run.n_actors)
-        init_ray(cfg.run.address, cfg.run.n_actors)
+        init_ray(cfg.run.address)
         cluster_cpus = ray.cluster_resources().get("CPU", 1.0)
         # Honest resources: a worker keeps one core busy while it steps; on a
         # machine with fewer cores than workers they share them.
@@ -296,7 +312,3 @@ def shutdown_ray() -> None:
 
     if ray.is_initialized():
         ray.shutdown()
-
-
-def cpu_budget() -> int:
-    return max(1, math.floor(os.cpu_count() or 1))

@@ -32,7 +32,7 @@ from rlscale.config import (
     overrides_from_args,
 )
 from rlscale.control import BatchController
-from rlscale.env import probe_spec
+from rlscale.env import check_env_id, probe_spec
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.learner import Learner
 from rlscale.logger import RunLogger
@@ -277,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.env:
         raise UserError("name an environment, e.g. python -m rlscale.train pong (or --resume RUN_DIR)")
     cfg = build_config(args.env, args.agent, overrides)
+    check_env_id(cfg.env.env_id)
     run_dir = Path(cfg.run.run_dir) if cfg.run.run_dir else default_run_dir(cfg)
     cfg.run.run_dir = str(run_dir)
     return run_training(cfg, run_dir)

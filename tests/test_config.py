@@ -1,0 +1,67 @@
+"""Presets, flags and their validation."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlscale.config import build_config, dumps_toml, load_saved
+from rlscale.errors import UserError
+
+
+def test_precedence_defaults_agent_env_flags():
+    cfg = build_config("cartpole", None, {"lr": 1e-3})
+    assert cfg.env.env_id == "CartPole-v1"
+    assert cfg.agent.ent_coef == 0.0  # envs/cartpole.toml overrides agents/a2c.toml (0.01)
+    assert cfg.agent.rms_alpha == 0.99  # from agents/a2c.toml
+    assert cfg.agent.lr == 1e-3  # the flag wins
+    pong = build_config("pong", None, {})
+    assert pong.is_atari and pong.frames_per_step == 4
+    assert pong.total_agent_steps == 2_500_000
+    assert pong.env.goals == [10.0, 15.0, 18.0]
+
+
+def test_any_registered_id_works_without_preset():
+    cfg = build_config("Acrobot-v1", None, {})
+    assert cfg.env.env_id == "Acrobot-v1" and not cfg.is_atari and cfg.frames_per_step == 1
+    assert build_config("ALE/Breakout-v5", None, {}).is_atari
+
+
+def test_saved_config_round_trips(tmp_path):
+    cfg = build_config("pong", None, {"n_envs": 32, "batch": "sqrt", "r": 5000.0})
+    path = tmp_path / "config.toml"
+    path.write_text(dumps_toml(cfg))
+    assert load_saved(path) == cfg
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"n_envs": 0}, "--n-envs must be positive"),
+    ({"lr": -1.0}, "--lr must be positive"),
+    ({"n_envs": 18}, "multiple of --vector-size"),
+    ({"min_envs": 64, "max_envs": 8}, "larger than --max-envs"),
+    ({"noise_groups": 32}, "--noise-groups (32) exceeds"),
+    ({"gamma": 1.5}, "--gamma must lie in [0, 1]"),
+    ({"batch": "critical", "n_envs": 512}, "outside [--min-envs"),
+])
+def test_impossible_numbers(overrides, message):
+    with pytest.raises(UserError, match=None) as err:
+        build_config("pong", None, overrides)
+    assert message in str(err.value)
+
+
+def test_unknown_key_and_section_and_type(tmp_path):
+    bad_key = tmp_path / "a.toml"
+    bad_key.write_text('[env]\nenv_id = "CartPole-v1"\nn_env = 4\n')
+    with pytest.raises(UserError, match="unknown key 'n_env' in \\[env\\]"):
+        build_config(str(bad_key), None, {})
+    wrong_section = tmp_path / "b.toml"
+    wrong_section.write_text('[env]\nenv_id = "CartPole-v1"\nlr = 0.1\n')
+    with pytest.raises(UserError, match="it belongs in \\[agent\\]"):
+        build_config(str(wrong_section), None, {})
+    bad_type = tmp_path / "c.toml"
+    bad_type.write_text('[env]\nenv_id = "CartPole-v1"\nn_envs = "many"\n')
+    with pytest.raises(UserError, match="n_envs must be int"):
+        build_config(str(bad_type), None, {})
+    bad_choice = tmp_path / "d.toml"
+    bad_choice.write_text('[env]\nenv_id = "CartPole-v1"\n[control]\nbatch = "huge"\n')
+    with pytest.raises(UserError, match="batch must be one of fixed, critical, sqrt"):
+        build_config(str(bad_choice), None, {})

@@ -1,0 +1,93 @@
+"""The batch-size controller against hand-computed decisions."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rlscale.config import ControlConfig
+from rlscale.control import BatchController, scaled_lr, target_batch
+
+
+def controller(**kw) -> BatchController:
+    base = dict(batch="critical", min_envs=4, max_envs=256, hysteresis=1.5,
+                max_resize_factor=2.0, cooldown=1000, lr_rule="none")
+    base.update(kw)
+    return BatchController(ControlConfig(**base), n_steps=5, vector_size=4)
+
+
+def test_fixed_never_resizes():
+    c = controller(batch="fixed")
+    d = c.step(16, 10_000.0, 80, 7e-4)
+    assert d.n_envs == 16 and d.lr == 7e-4 and d.target_batch is None
+
+
+@pytest.mark.parametrize("estimate", [None, float("nan"), float("inf"), -5.0, 0.0])
+def test_missing_or_bad_estimate_holds(estimate):
+    c = controller(cooldown=0)
+    d = c.step(16, estimate, 80, 7e-4)
+    assert d.n_envs == 16 and d.target_batch is None and "no noise-scale" in d.reason
+
+
+def test_cooldown_counts_observations():
+    c = controller(cooldown=1000)
+    for _ in range(12):  # 12 x 80 = 960 < 1000 observations
+        assert c.step(16, 1000.0, 80, 7e-4).reason == "cooling down"
+    d = c.step(16, 1000.0, 80, 7e-4)  # 1,040 observations: may act
+    assert d.n_envs == 32
+    assert c.step(32, 1000.0, 160, 7e-4).reason == "cooling down"  # the count restarted
+
+
+def test_hysteresis_band():
+    c = controller(cooldown=0)
+    assert c.step(16, 80 * 1.49, 80, 1e-3).n_envs == 16  # inside [1/1.5, 1.5] of 80
+    assert c.step(16, 80 / 1.49, 80, 1e-3).n_envs == 16
+    assert c.step(16, 80 * 1.6, 80, 1e-3).n_envs == 24  # 128 obs -> 25.6 envs -> 24 (multiple of 4)
+
+
+def test_step_limit_and_bounds():
+    c = controller(cooldown=0)
+    assert c.step(16, 100_000.0, 80, 1e-3).n_envs == 32  # at most x2 per resize
+    assert c.step(16, 1.0, 80, 1e-3).n_envs == 8  # at most /2
+    assert c.step(256, 1e9, 1280, 1e-3).reason == "at max_envs"
+    assert c.step(4, 1.0, 20, 1e-3).reason == "at min_envs"
+    assert controller(cooldown=0, max_envs=20).step(16, 1e6, 80, 1e-3).n_envs == 20
+
+
+def test_rounding_still_moves_one_vector():
+    # target 1.55x of 4 envs -> 6.2 envs -> rounds to 8: one vector env more
+    assert controller(cooldown=0).step(4, 20 * 1.55, 20, 1e-3).n_envs == 8
+    # 1.6 x 8 envs = 12.8 -> 12
+    assert controller(cooldown=0).step(8, 40 * 1.6, 40, 1e-3).n_envs == 12
+
+
+def test_critical_and_sqrt_targets():
+    assert target_batch("critical", 640.0, 1000.0) == 640.0
+    assert target_batch("sqrt", 640.0, 1000.0) == pytest.approx(800.0)  # sqrt(640,000)
+    c = controller(batch="sqrt", r=1000.0, cooldown=0)
+    d = c.step(16, 640.0, 80, 1e-3)
+    assert d.target_batch == pytest.approx(800.0) and d.n_envs == 32  # capped at x2
+
+
+def test_lr_rule_by_hand():
+    # Bn = 400, B0 = 80, B1 = 160, alpha = 0.5: lr1 = lr0 * ((1+5)/(1+2.5))^0.5
+    assert scaled_lr(1e-3, 400.0, 80.0, 160.0, 0.5) == pytest.approx(1e-3 * math.sqrt(6 / 3.5))
+    assert scaled_lr(1e-3, 400.0, 80.0, 160.0, 1.0) == pytest.approx(1e-3 * 6 / 3.5)
+    c = controller(cooldown=0, lr_rule="noise", lr_alpha=1.0)
+    d = c.step(16, 400.0, 80, 1e-3)  # target 400 / 80 = 5x -> capped at 160 obs = 32 envs
+    assert d.n_envs == 32 and d.lr == pytest.approx(1e-3 * 6 / 3.5)
+    shrink = controller(cooldown=0, lr_rule="noise", lr_alpha=1.0).step(32, 40.0, 160, 1e-3)
+    assert shrink.n_envs == 16 and shrink.lr == pytest.approx(1e-3 * (1 + 40 / 160) / (1 + 40 / 80))
+
+
+def test_lr_unchanged_without_rule_and_state_round_trip():
+    c = controller(cooldown=0)
+    d = c.step(16, 400.0, 80, 1e-3)
+    assert d.n_envs == 32 and d.lr == 1e-3
+    waiting = controller(cooldown=10_000)
+    waiting.step(16, 400.0, 80, 1e-3)
+    waiting.step(16, 400.0, 80, 1e-3)
+    clone = controller(cooldown=10_000)
+    clone.load_state_dict(waiting.state_dict())
+    assert clone.observations_since_resize == waiting.observations_since_resize == 160

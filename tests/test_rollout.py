@@ -1,0 +1,142 @@
+"""The rollout pool on real environments and a real embedded Ray."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+
+from rlscale.config import build_config
+from rlscale.env import EnvGroup, probe_spec
+from rlscale.nets import build_network
+from rlscale.rollout import Batch, RayPool, SerialPool, flat_weights
+
+
+def cartpole(**overrides):
+    return build_config("cartpole", None, {"n_actors": 2, **overrides})
+
+
+def weights_for(cfg):
+    spec = probe_spec(cfg.env)
+    torch.manual_seed(0)
+    return spec, flat_weights(build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden))
+
+
+def check_layout(batch: Batch, n_steps: int, n_envs: int, obs_shape) -> None:
+    assert batch.obs.shape == (n_steps, n_envs, *obs_shape)
+    for name in ("actions", "rewards", "terminated", "truncated", "truncation_values", "values", "logprobs"):
+        assert getattr(batch, name).shape == (n_steps, n_envs), name
+    assert batch.bootstrap_values.shape == (n_envs,)
+    assert len(set(batch.env_ids.tolist())) == n_envs  # each column is one environment
+    assert batch.size == n_steps * n_envs
+    assert np.all(batch.logprobs <= 0)
+
+
+def test_serial_and_actor_pools_give_the_same_layout(ray_instance):
+    cfg = cartpole(n_envs=8)
+    spec, weights = weights_for(cfg)
+    serial = SerialPool(cfg, spec)
+    actors = RayPool(cfg, spec)
+    try:
+        a, b = serial.collect(weights), actors.collect(weights)
+        for batch in (a, b):
+            check_layout(batch, cfg.agent.n_steps, 8, spec.obs_shape)
+            assert sorted(batch.env_ids.tolist()) == list(range(8))
+        assert a.obs.dtype == b.obs.dtype and a.actions.dtype == b.actions.dtype
+        assert len(actors.actors) == 2 and actors.worker_groups == [2, 2]
+    finally:
+        serial.close()
+        actors.close()
+
+
+def test_atari_batch_layout_serial():
+    cfg = build_config("pong", None, {"n_envs": 8, "warmup_max_steps": 20})
+    spec, weights = weights_for(cfg)
+    assert spec.obs_shape == (4, 84, 84) and spec.n_actions == 6
+    pool = SerialPool(cfg, spec)
+    try:
+        batch = pool.collect(weights)
+        check_layout(batch, 5, 8, (4, 84, 84))
+        assert batch.obs.dtype == np.uint8
+        assert set(np.unique(batch.rewards)) <= {-1.0, 0.0, 1.0}  # clipped for the learner
+    finally:
+        pool.close()
+
+
+def test_warmup_gives_each_env_its_own_random_start():
+    cfg = build_config("cartpole", None, {"warmup_max_steps": 500})
+    group = EnvGroup(cfg.env, list(range(8)), seed=3)
+    try:
+        assert 0 < group.warmup_steps <= 8 * 500
+        # Different random starting points: the observations are not all alike.
+        assert len({tuple(np.round(o, 5)) for o in group.obs}) == 8
+    finally:
+        group.close()
+
+
+def episode_ledger(pool, weights, updates: int, ledger: dict, dones: Counter, steps: Counter) -> Batch:
+    """Collect ``updates`` batches, counting done flags, steps and reported episodes per env."""
+    for _ in range(updates):
+        batch = pool.collect(weights)
+        done = batch.terminated | batch.truncated
+        for col, env_id in enumerate(batch.env_ids):
+            dones[int(env_id)] += int(done[:, col].sum())
+            steps[int(env_id)] += batch.n_steps
+        for ep in batch.episodes:
+            ledger.setdefault(ep.env_id, []).append(ep.length)
+    return batch
+
+
+def test_resize_keeps_layout_and_loses_or_duplicates_no_episode(ray_instance):
+    """2 -> 32 -> 4 environments; without warm-up every finished episode is reportable."""
+    cfg = cartpole(n_envs=2, vector_size=2, warmup_max_steps=0, noise_groups=2, min_envs=2)
+    spec, weights = weights_for(cfg)
+    pool = RayPool(cfg, spec)
+    ledger: dict[int, list[int]] = {}
+    dones: Counter = Counter()
+    steps: Counter = Counter()
+    try:
+        for n_envs in (2, 32, 4):
+            report = pool.resize(n_envs)
+            assert report.n_envs_after == n_envs == pool.n_envs
+            batch = episode_ledger(pool, weights, 12, ledger, dones, steps)
+            check_layout(batch, 5, n_envs, spec.obs_shape)
+        # Every done flag the learner saw is exactly one reported episode of that env...
+        assert {e: len(v) for e, v in ledger.items()} == {e: n for e, n in dones.items() if n}
+        # ...and no env reported more steps of play than it took.
+        for env_id, lengths in ledger.items():
+            assert sum(lengths) <= steps[env_id]
+        # The grown envs played (ids 2..31), and after the shrink only 4 remain.
+        assert max(ledger) > 2 and set(ledger) <= set(range(32))
+        assert set(batch.env_ids.tolist()) <= set(range(32)) and batch.n_envs == 4
+    finally:
+        pool.close()
+
+
+def test_256_environments_fit_on_two_cores(ray_instance):
+    cfg = cartpole(n_envs=256, vector_size=16, min_envs=16, max_envs=256, warmup_max_steps=10)
+    spec, weights = weights_for(cfg)
+    pool = RayPool(cfg, spec)
+    try:
+        batch = pool.collect(weights)
+        check_layout(batch, 5, 256, spec.obs_shape)
+        assert pool.worker_groups == [8, 8]  # 16 vector envs packed onto 2 actors
+    finally:
+        pool.close()
+
+
+@pytest.mark.parametrize("serial", [True, False])
+def test_same_seed_same_first_batch(serial, ray_instance):
+    cfg = cartpole(n_envs=4, vector_size=2, serial=serial)
+    spec, weights = weights_for(cfg)
+    batches = []
+    for _ in range(2):
+        pool = SerialPool(cfg, spec) if serial else RayPool(cfg, spec)
+        try:
+            batches.append(pool.collect(weights))
+        finally:
+            pool.close()
+    np.testing.assert_array_equal(batches[0].obs, batches[1].obs)
+    np.testing.assert_array_equal(batches[0].actions, batches[1].actions)
