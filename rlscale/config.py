@@ -97,6 +97,8 @@ class RunConfig:
     log_interval: float = opt(10.0, "seconds between console progress lines")
     checkpoint_every: int = opt(500, "updates between checkpoints")
     keep_checkpoints: int = opt(3, "checkpoints kept on disk")
+    max_actor_failures: int = opt(10, "rollout actor deaths tolerated before the run stops")
+    stop_return: float = opt(math.inf, "stop once the mean return of the last 20 episodes reaches this")
 
 
 SECTIONS: dict[str, type] = {
@@ -143,6 +145,8 @@ class Config:
             "log_interval": r.log_interval, "checkpoint_every": r.checkpoint_every,
             "keep_checkpoints": r.keep_checkpoints,
         }
+        if math.isnan(r.stop_return):
+            raise UserError("--stop-return must be a number")
         for name, value in positive.items():
             if not (value > 0 and math.isfinite(value)):
                 raise UserError(f"--{_flag(name)} must be positive, got {value}")
@@ -151,6 +155,7 @@ class Config:
             "ent_coef": a.ent_coef, "vf_coef": a.vf_coef, "max_grad_norm": a.max_grad_norm,
             "noise_parts_every": n.noise_parts_every, "cooldown": c.cooldown,
             "learner_threads": r.learner_threads, "lr_alpha": c.lr_alpha,
+            "max_actor_failures": r.max_actor_failures,
         }
         for name, value in non_negative.items():
             if not (value >= 0 and math.isfinite(value)):

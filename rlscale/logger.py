@@ -51,5 +51,8 @@ class RunLogger:
             flush=True,
         )
 
+    def flush(self) -> None:
+        self.writer.flush()
+
     def close(self) -> None:
         self.writer.close()

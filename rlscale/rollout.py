@@ -264,20 +264,37 @@ def init_ray(address: str) -> None:
 
 
 class RayPool(_Pool):
-    """One RolloutWorker per Ray actor, spread over the cluster's nodes."""
+    """One RolloutWorker per Ray actor, spread over the cluster's nodes.
+
+    A worker that dies (killed, out of memory, an environment crash, its node
+    lost) is replaced by a new actor with fresh environments (new ids; the
+    dead ones' unfinished episodes are lost) and only its part of the update
+    is collected again, so the update keeps its full batch and the surviving
+    workers' fragments, finished episodes included, are kept.
+    """
 
     def __init__(self, cfg: Config, spec: EnvSpec) -> None:
         import ray
 
         super().__init__(cfg, cfg.run.n_actors)
+        self.owns_ray = not ray.is_initialized()  # shut down on close only what we started
         init_ray(cfg.run.address)
         cluster_cpus = ray.cluster_resources().get("CPU", 1.0)
         # Honest resources: a worker keeps one core busy while it steps; on a
         # machine with fewer cores than workers they share them.
-        cpus = min(1.0, cluster_cpus / cfg.run.n_actors)
-        remote = ray.remote(RolloutWorker).options(num_cpus=cpus, scheduling_strategy="SPREAD")
-        self.actors = [remote.remote(cfg, spec, cfg.run.seed * 7919 + i, 1) for i in range(cfg.run.n_actors)]
+        self.actor_cpus = min(1.0, cluster_cpus / cfg.run.n_actors)
+        self.spec = spec
+        self.failures = 0
+        self.actors = [self._new_actor(i) for i in range(cfg.run.n_actors)]
         self.resize(cfg.env.n_envs)
+
+    def _new_actor(self, index: int):
+        import ray
+
+        remote = ray.remote(RolloutWorker).options(
+            num_cpus=self.actor_cpus, scheduling_strategy="SPREAD", max_restarts=0)
+        seed = self.cfg.run.seed * 7919 + index + 1_000 * self.failures
+        return remote.remote(self.cfg, self.spec, seed, 1)
 
     def _apply(self, adds, removes) -> int:
         import ray
@@ -287,13 +304,43 @@ class RayPool(_Pool):
         ray.get(refs)
         return sum(ray.get(refs_add))
 
+    def _replace(self, w: int) -> None:
+        """A new actor in slot w with as many fresh vector envs as the dead one had."""
+        import ray
+
+        self.failures += 1
+        if self.failures > self.cfg.run.max_actor_failures:
+            raise ActorFailures(
+                f"{self.failures} rollout actor failures (limit --max-actor-failures "
+                f"{self.cfg.run.max_actor_failures}); check the environment and memory"
+            )
+        print(f"rollout actor {w} died; replacing it ({self.failures} failures so far)", flush=True)
+        self.actors[w] = self._new_actor(w)
+        adds = []
+        for _ in range(self.worker_groups[w]):
+            ids = list(range(self.next_env_id, self.next_env_id + self.vector_size))
+            self.next_env_id += self.vector_size
+            adds.append(self.actors[w].add_group.remote(ids, self.cfg.run.seed * 1_000_003 + ids[0]))
+        self.warmup_steps += sum(ray.get(adds))
+
     def collect(self, weights: np.ndarray) -> Batch:
         import ray
+        from ray.exceptions import RayActorError
 
         weights_ref = ray.put(weights)  # broadcast once through the object store
         n_steps = self.cfg.agent.n_steps
-        busy = [a for a, g in zip(self.actors, self.worker_groups, strict=True) if g > 0]
-        return Batch.concat(ray.get([a.rollout.remote(weights_ref, n_steps) for a in busy]))
+        pending = {w: self.actors[w].rollout.remote(weights_ref, n_steps)
+                   for w, groups in enumerate(self.worker_groups) if groups > 0}
+        fragments: dict[int, Batch] = {}
+        while pending:
+            w, ref = next(iter(pending.items()))
+            try:
+                fragments[w] = ray.get(ref)
+                del pending[w]
+            except RayActorError:
+                self._replace(w)
+                pending[w] = self.actors[w].rollout.remote(weights_ref, n_steps)
+        return Batch.concat([fragments[w] for w in sorted(fragments)])
 
     def close(self) -> None:
         import ray
@@ -301,14 +348,13 @@ class RayPool(_Pool):
         for actor in self.actors:
             ray.kill(actor)
         self.actors = []
+        if self.owns_ray and ray.is_initialized():
+            ray.shutdown()
+
+
+class ActorFailures(UserError):
+    """Too many rollout actors died: the run stops with a checkpoint."""
 
 
 def make_pool(cfg: Config, spec: EnvSpec) -> _Pool:
     return SerialPool(cfg, spec) if cfg.run.serial else RayPool(cfg, spec)
-
-
-def shutdown_ray() -> None:
-    import ray
-
-    if ray.is_initialized():
-        ray.shutdown()

@@ -37,7 +37,7 @@ from rlscale.errors import UserError, exits_cleanly
 from rlscale.learner import Learner
 from rlscale.logger import RunLogger
 from rlscale.nets import build_network
-from rlscale.rollout import flat_weights, make_pool, shutdown_ray
+from rlscale.rollout import ActorFailures, flat_weights, make_pool
 
 # Consecutive non-finite updates after which the run stops (with a checkpoint).
 MAX_SKIPPED_IN_A_ROW = 20
@@ -92,7 +92,8 @@ def build(cfg: Config, run_dir: Path, state: dict[str, Any] | None = None) -> Ru
         torch.set_rng_state(state["torch_rng"])
     pool = make_pool(_with_n_envs(cfg, counters.n_envs), spec)
     counters.warmup_steps += pool.warmup_steps
-    logger = RunLogger(str(run_dir), purge_step=counters.agent_steps if state else None)
+    # Events past the checkpoint were written by the killed session: TensorBoard drops them.
+    logger = RunLogger(str(run_dir), purge_step=counters.agent_steps + 1 if state else None)
     return Run(cfg, run_dir, learner, controller, pool, logger, counters)
 
 
@@ -103,6 +104,7 @@ def _with_n_envs(cfg: Config, n_envs: int) -> Config:
 
 
 def save_checkpoint(run: Run) -> Path:
+    run.logger.flush()  # every event up to the checkpoint is on disk before it is
     state = {
         "learner": run.learner.state_dict(),
         "controller": run.controller.state_dict(),
@@ -123,10 +125,11 @@ def write_summary(run: Run) -> None:
     os.replace(tmp, run.run_dir / SUMMARY_FILE)
 
 
-def _check_goals(run: Run) -> None:
+def _check_goals(run: Run) -> bool:
+    """Record goals met for the first time; True when the run should stop."""
     mean = run.logger.mean_return
     if mean is None or len(run.logger.returns) < run.logger.returns.maxlen:
-        return
+        return False
     c = run.counters
     for goal in run.cfg.env.goals:
         key = f"{goal:g}"
@@ -135,6 +138,10 @@ def _check_goals(run: Run) -> None:
                             "examples": c.examples, "wall_seconds": round(c.wall_seconds, 1)}
             print(f"goal {key} reached: mean return {mean:.1f} over {len(run.logger.returns)} "
                   f"episodes at {c.agent_steps:,} agent steps, {c.wall_seconds / 60:.1f} min", flush=True)
+    if mean >= run.cfg.run.stop_return:
+        print(f"stop: mean return {mean:.1f} reached --stop-return {run.cfg.run.stop_return:g}", flush=True)
+        return True
+    return False
 
 
 def train_loop(run: Run) -> None:
@@ -160,7 +167,7 @@ def train_loop(run: Run) -> None:
         for ep in batch.episodes:
             c.episodes += 1
             run.logger.episode(ep.episode_return, ep.length, c.agent_steps)
-        _check_goals(run)
+        stop = _check_goals(run)
 
         decision = run.controller.step(c.n_envs, learner.b_simple(cfg.control.signal),
                                        batch.size, learner.lr)
@@ -195,6 +202,8 @@ def train_loop(run: Run) -> None:
                             signal_name, learner.lr, interval=cfg.run.log_interval)
         if learner.updates % cfg.run.checkpoint_every == 0:
             save_checkpoint(run)
+        if stop:
+            break
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handler API
@@ -223,6 +232,10 @@ def run_training(cfg: Config, run_dir: Path, state: dict[str, Any] | None = None
         print(f"done: {c.agent_steps:,} agent steps, {run.learner.updates:,} updates, "
               f"{c.episodes:,} episodes in {c.wall_seconds / 60:.1f} min; checkpoint {path}", flush=True)
         return 0
+    except ActorFailures as err:
+        if run is None:
+            raise
+        raise UserError(f"{err}; stopped with checkpoint {save_checkpoint(run)}") from None
     except KeyboardInterrupt:
         if run is None:
             print("interrupted before training started", file=sys.stderr)
@@ -236,7 +249,6 @@ def run_training(cfg: Config, run_dir: Path, state: dict[str, Any] | None = None
         if run is not None:
             run.pool.close()
             run.logger.close()
-        shutdown_ray()
 
 
 RESUME_OVERRIDABLE = {"total_frames", "log_interval", "checkpoint_every", "keep_checkpoints", "address"}

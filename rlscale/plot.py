@@ -1,0 +1,79 @@
+"""``python -m rlscale.plot <run dir>``: one PNG of a run for people who would rather look.
+
+Four panels against agent steps: episode return (and its mean over 20
+episodes), the noise scales (total, policy, value; log scale), the number of
+environments, the learning rate. Gaps in a noise-scale line are stretches where
+it was undefined (its |G|^2 average was not positive).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from rlscale.cli import Parser
+from rlscale.errors import UserError, exits_cleanly
+from rlscale.events import break_gaps, read_scalars, rolling_mean
+
+
+def plot_run(run_dir: Path, out: Path, title: str | None = None) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = read_scalars(run_dir)
+    fig, axes = plt.subplots(4, 1, figsize=(9, 11), sharex=True,
+                             gridspec_kw={"height_ratios": [3, 3, 1.5, 1.5]})
+    ax = axes[0]
+    if "rollout/episode_return" in data:
+        steps, values = data["rollout/episode_return"]
+        ax.plot(steps, values, ".", ms=2, alpha=0.3, color="tab:gray", label="episode")
+        ax.plot(steps, rolling_mean(values, 20), color="tab:blue", label="mean of last 20")
+        ax.legend(loc="lower right")
+    ax.set_ylabel("episode return")
+    ax = axes[1]
+    for part, color in (("total", "tab:blue"), ("policy", "tab:red"), ("value", "tab:green")):
+        tag = f"noise/b_simple_{part}"
+        if tag in data:
+            ax.plot(*break_gaps(*data[tag]), color=color, label=f"B_simple {part}")
+    if "batch/size" in data:
+        ax.plot(*data["batch/size"], color="black", ls="--", label="batch (observations)")
+    ax.set_yscale("log")
+    ax.set_ylabel("observations")
+    ax.legend(loc="upper left", fontsize=8)
+    ax = axes[2]
+    if "batch/n_envs" in data:
+        ax.plot(*data["batch/n_envs"], color="black")
+    ax.set_ylabel("environments")
+    ax = axes[3]
+    if "train/lr" in data:
+        ax.plot(*data["train/lr"], color="tab:purple")
+    ax.set_ylabel("learning rate")
+    axes[-1].set_xlabel("agent steps")
+    fig.suptitle(title or str(run_dir))
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fig.savefig(out, dpi=110)
+    except OSError as err:
+        raise UserError(f"cannot write {out} ({err.strerror}); choose another --out") from None
+    finally:
+        plt.close(fig)
+    return out
+
+
+@exits_cleanly
+def main(argv: list[str] | None = None) -> int:
+    p = Parser(prog="python -m rlscale.plot", description=__doc__.splitlines()[0])
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--out", type=Path, help="PNG to write (default: <run dir>/run.png)")
+    p.add_argument("--title")
+    args = p.parse_args(argv)
+    out = plot_run(args.run_dir, args.out or args.run_dir / "run.png", args.title)
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

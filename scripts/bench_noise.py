@@ -1,0 +1,69 @@
+"""Learner time per update with the noise-scale measurement off and on, on Pong.
+
+    python scripts/bench_noise.py [--repeats 30]
+
+At B = 80 and B = 640 observations (16 and 128 envs x 5 steps), one real Pong
+batch each, the three learner variants run interleaved round-robin so that
+machine noise hits them alike: measurement off (one backward pass over the
+batch), total only (k = 4 group gradients, every update), and total + policy/value
+parts (one extra backward pass). Prints median milliseconds and the overhead
+ratios against "off".
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from rlscale.a2c import A2CLearner
+from rlscale.config import build_config
+from rlscale.env import probe_spec
+from rlscale.nets import build_network
+from rlscale.rollout import SerialPool, flat_weights
+
+VARIANTS = {
+    "off": {"measure_noise": False},
+    "total (k=4)": {"measure_noise": True, "noise_parts_every": 0},
+    "total + parts": {"measure_noise": True, "noise_parts_every": 1},
+}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=30)
+    args = p.parse_args()
+    torch.set_num_threads(torch.get_num_threads())
+    print(f"torch threads: {torch.get_num_threads()}; median of {args.repeats} updates each")
+    print(f"{'batch':>6s} {'variant':16s} {'ms/update':>10s} {'vs off':>7s}")
+    for n_envs in (16, 128):
+        base = build_config("pong", None, {"n_envs": n_envs, "warmup_max_steps": 0})
+        spec = probe_spec(base.env)
+        torch.manual_seed(0)
+        model = build_network(spec, "auto", 64)
+        pool = SerialPool(base, spec)
+        batch = pool.collect(flat_weights(model))
+        pool.close()
+        learners = {
+            name: A2CLearner(build_network(spec, "auto", 64),
+                             build_config("pong", None, {"n_envs": n_envs, **overrides}))
+            for name, overrides in VARIANTS.items()
+        }
+        times: dict[str, list[float]] = {name: [] for name in VARIANTS}
+        for learner in learners.values():
+            learner.update(batch)  # warm-up
+        for _ in range(args.repeats):
+            for name, learner in learners.items():
+                start = time.perf_counter()
+                learner.update(batch)
+                times[name].append(time.perf_counter() - start)
+        off = statistics.median(times["off"])
+        for name in VARIANTS:
+            med = statistics.median(times[name])
+            print(f"{batch.size:6d} {name:16s} {1000 * med:10.1f} {med / off:7.2f}")
+
+
+if __name__ == "__main__":
+    main()

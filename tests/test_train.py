@@ -1,0 +1,188 @@
+"""Training end to end: learning, TensorBoard files, checkpoints, resume, faults."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from rlscale import checkpoint
+from rlscale.config import build_config
+from rlscale.train import build, main, save_checkpoint, train_loop
+from tests.conftest import ROOT
+
+REQUIRED_TAGS = {
+    "rollout/episode_return", "rollout/episode_length", "train/policy_loss", "train/value_loss",
+    "train/entropy", "train/grad_norm", "train/lr", "batch/n_envs", "batch/size", "perf/steps_per_s",
+    "noise/b_simple_total", "noise/grad_sq", "noise/trace_sigma",
+    "noise/raw_grad_sq_total", "noise/raw_trace_sigma_total",
+}
+
+
+def scalars(run_dir: Path) -> EventAccumulator:
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    return events
+
+
+def steps_of(run_dir: Path, tag: str) -> list[int]:
+    return [e.step for e in scalars(run_dir).Scalars(tag)]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a2c_learns_cartpole_on_ray_actors(tmp_path):
+    """Mean return >= 400 over the last 20 episodes within 500k agent steps, 2 Ray actors."""
+    run_dir = tmp_path / "cartpole"
+    code = main(["cartpole", "--n-actors", "2", "--stop-return", "400", "--log-interval", "30",
+                 "--run-dir", str(run_dir)])
+    assert code == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["mean_return"] >= 400
+    assert summary["agent_steps"] <= 500_000
+    assert "400" in summary["goals"]
+
+
+def test_short_pong_run_through_actors_writes_tensorboard(tmp_path, capsys):
+    run_dir = tmp_path / "pong"
+    code = main(["pong", "--n-actors", "2", "--n-envs", "8", "--total-frames", "6400",
+                 "--warmup-max-steps", "30", "--noise-parts-every", "2", "--checkpoint-every", "10",
+                 "--run-dir", str(run_dir)])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == f"run directory: {run_dir}"
+    assert "tensorboard --logdir" in out and "steps " in out
+    events = scalars(run_dir)
+    tags = set(events.Tags()["scalars"])
+    # Pong episodes take longer than this budget: episode tags are checked on CartPole below.
+    missing = REQUIRED_TAGS - tags - {"rollout/episode_return", "rollout/episode_length"}
+    assert not missing, missing
+    assert {"noise/b_simple_policy", "noise/raw_grad_sq_policy", "noise/raw_grad_sq_value"} <= tags
+    sizes = [e.value for e in events.Scalars("batch/size")]
+    assert set(sizes) == {40.0}  # 8 envs x 5 steps
+    assert steps_of(run_dir, "batch/size") == list(range(40, 1601, 40))  # x-axis: agent steps
+    assert (run_dir / "config.toml").is_file()
+    assert checkpoint.list_checkpoints(run_dir)
+
+
+def read_counters(run_dir: Path) -> dict:
+    return checkpoint.load(checkpoint.latest(run_dir))["counters"]
+
+
+def train_subprocess(args: list[str]) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, "-m", "rlscale.train", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_checkpoints(run_dir: Path, count: int, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while len(checkpoint.list_checkpoints(run_dir)) < count:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no checkpoint in time"
+        time.sleep(0.2)
+
+
+def test_sigkill_then_resume_continues_without_gaps_or_duplicates(tmp_path):
+    run_dir = tmp_path / "run"
+    args = ["cartpole", "--serial", "--n-envs", "4", "--vector-size", "2", "--checkpoint-every", "25",
+            "--keep-checkpoints", "2", "--total-frames", "12000", "--run-dir", str(run_dir)]
+    proc = train_subprocess(args)
+    try:
+        wait_for_checkpoints(run_dir, 2, proc)
+        time.sleep(1.0)  # let it write events past the last checkpoint
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    before = read_counters(run_dir)
+    assert 0 < before["agent_steps"] < 12_000
+    assert len(checkpoint.list_checkpoints(run_dir)) <= 2  # older ones pruned
+    assert main(["--resume", str(run_dir)]) == 0
+    after = read_counters(run_dir)
+    assert after["agent_steps"] == 12_000
+    assert after["episodes"] > before["episodes"]
+    steps = steps_of(run_dir, "batch/size")
+    assert steps == list(range(20, 12_001, 20))  # every update once: no gap, no duplicate
+
+
+def test_sigint_leaves_a_checkpoint_and_a_resume_hint(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = train_subprocess(["cartpole", "--serial", "--checkpoint-every", "100000",
+                             "--run-dir", str(run_dir)])
+    try:
+        deadline = time.monotonic() + 120
+        while not (run_dir / "config.toml").exists() or not list(run_dir.glob("events.*")):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        time.sleep(3.0)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    assert "resume with: python -m rlscale.train --resume" in err
+    assert "Traceback" not in err
+    assert read_counters(run_dir)["agent_steps"] > 0
+
+
+def test_killed_actor_is_replaced_and_the_run_finishes(tmp_path, capsys):
+    import ray
+
+    cfg = build_config("cartpole", None, {"n_actors": 2, "total_frames": 30_000,
+                                          "run_dir": str(tmp_path / "run")})
+    run_dir = Path(cfg.run.run_dir)
+    run_dir.mkdir(parents=True)
+    run = build(cfg, run_dir)
+    try:
+        victim = run.pool.actors[0]
+        killer = threading.Timer(2.0, lambda: ray.kill(victim, no_restart=True))
+        killer.start()
+        train_loop(run)
+        killer.join()
+        assert run.pool.failures >= 1
+        assert run.pool.actors[0] != victim
+        assert run.counters.agent_steps >= 30_000
+        assert run.pool.n_envs == 8
+        save_checkpoint(run)
+    finally:
+        run.pool.close()
+        run.logger.close()
+    assert "rollout actor 0 died; replacing it" in capsys.readouterr().out
+
+
+def test_cartpole_episode_tags_and_goal_summary(tmp_path):
+    run_dir = tmp_path / "run"
+    assert main(["cartpole", "--serial", "--total-frames", "4000", "--run-dir", str(run_dir)]) == 0
+    tags = set(scalars(run_dir).Tags()["scalars"])
+    assert {"rollout/episode_return", "rollout/episode_length"} <= tags
+    returns = [e.value for e in scalars(run_dir).Scalars("rollout/episode_return")]
+    lengths = [e.value for e in scalars(run_dir).Scalars("rollout/episode_length")]
+    np.testing.assert_array_equal(returns, lengths)  # CartPole pays 1 per step: returns are unclipped
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["agent_steps"] == 4000 and summary["updates"] == 100
+
+
+def test_closed_loop_cartpole_changes_its_batch_with_the_noise_scale(tmp_path, capsys):
+    run_dir = tmp_path / "adaptive"
+    code = main(["cartpole", "--n-actors", "2", "--batch", "critical", "--n-envs", "8",
+                 "--min-envs", "4", "--max-envs", "64", "--cooldown", "2000", "--noise-parts-every", "1",
+                 "--total-frames", "40000", "--run-dir", str(run_dir)])
+    assert code == 0
+    events = scalars(run_dir)
+    n_envs = [e.value for e in events.Scalars("batch/n_envs")]
+    targets = [e.value for e in events.Scalars("batch/target")]
+    assert len(set(n_envs)) > 1, "the controller never resized"
+    assert "batch/resize_seconds" in events.Tags()["scalars"]
+    assert all(4 <= n <= 64 and n % 2 == 0 for n in n_envs)
+    assert len(targets) > 10
+    out = capsys.readouterr().out
+    assert "resize 8 -> " in out and "target batch" in out
