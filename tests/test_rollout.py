@@ -140,3 +140,21 @@ def test_same_seed_same_first_batch(serial, ray_instance):
             pool.close()
     np.testing.assert_array_equal(batches[0].obs, batches[1].obs)
     np.testing.assert_array_equal(batches[0].actions, batches[1].actions)
+
+
+def test_too_many_actor_failures_stop_with_a_clear_error(ray_instance):
+    import ray
+
+    from rlscale.rollout import ActorFailures
+
+    cfg = cartpole(n_envs=4, vector_size=2, max_actor_failures=1)
+    spec, weights = weights_for(cfg)
+    pool = RayPool(cfg, spec)
+    try:
+        ray.kill(pool.actors[0], no_restart=True)
+        assert pool.collect(weights).n_envs == 4  # first failure: replaced
+        ray.kill(pool.actors[1], no_restart=True)
+        with pytest.raises(ActorFailures, match="2 rollout actor failures"):
+            pool.collect(weights)
+    finally:
+        pool.close()
