@@ -26,7 +26,7 @@ def nstep_returns(batch: Batch, gamma: float) -> np.ndarray:
 
 
 class A2CLearner(Learner):
-    def update(self, batch: Batch) -> dict[str, float]:
+    def update(self, batch: Batch, progress: float = 0.0) -> dict[str, float]:
         a = self.cfg.agent
         # 1. Targets: n-step returns; advantages against the acting policy's values (as Baselines).
         returns = torch.from_numpy(nstep_returns(batch, a.gamma))
@@ -59,4 +59,5 @@ class A2CLearner(Learner):
         )
 
         # 4. Clip and step (skipped, and counted, when not finite).
-        return self.apply(grad, batch.size)
+        lr_scale = 1.0 - progress if a.anneal_lr else 1.0
+        return self.apply(grad, batch.size, lr_scale)

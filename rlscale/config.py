@@ -49,7 +49,7 @@ class EnvConfig:
 
 @dataclass
 class AgentConfig:
-    algo: str = opt("a2c", "learning algorithm", ("a2c",))
+    algo: str = opt("a2c", "learning algorithm", ("a2c", "ppo"))
     n_steps: int = opt(5, "agent steps per environment per update")
     lr: float = opt(7e-4, "learning rate at the initial batch size")
     gamma: float = opt(0.99, "discount factor")
@@ -62,6 +62,13 @@ class AgentConfig:
     network: str = opt("auto", "policy network (auto: Nature CNN for images, MLP otherwise)",
                        ("auto", "nature_cnn", "mlp"))
     mlp_hidden: int = opt(64, "units per hidden layer of the MLP")
+    anneal_lr: bool = opt(False, "anneal the learning rate linearly to 0 over the budget")
+    gae_lambda: float = opt(0.95, "PPO: lambda of generalised advantage estimation")
+    n_epochs: int = opt(4, "PPO: passes over each batch")
+    n_minibatches: int = opt(4, "PPO: minibatches per pass (the minibatch is the optimizer batch)")
+    clip_coef: float = opt(0.1, "PPO: surrogate clipping range")
+    clip_value_loss: bool = opt(True, "PPO: clip the value update to the same range")
+    norm_adv: bool = opt(True, "PPO: normalise advantages per minibatch")
 
 
 @dataclass
@@ -128,6 +135,13 @@ class Config:
         return self.env.frame_skip if self.is_atari else 1
 
     @property
+    def observations_per_env(self) -> float:
+        """Observations one environment adds to one optimizer step (the controller's unit)."""
+        if self.agent.algo == "ppo":
+            return self.agent.n_steps / self.agent.n_minibatches
+        return float(self.agent.n_steps)
+
+    @property
     def total_agent_steps(self) -> int:
         return self.env.total_frames // self.frames_per_step
 
@@ -139,7 +153,8 @@ class Config:
         positive = {
             "n_envs": e.n_envs, "vector_size": e.vector_size, "total_frames": e.total_frames,
             "frame_skip": e.frame_skip, "max_episode_frames": e.max_episode_frames,
-            "n_steps": a.n_steps, "lr": a.lr, "optim_eps": a.optim_eps, "mlp_hidden": a.mlp_hidden,
+            "n_steps": a.n_steps, "lr": a.lr, "n_epochs": a.n_epochs, "n_minibatches": a.n_minibatches,
+            "clip_coef": a.clip_coef, "optim_eps": a.optim_eps, "mlp_hidden": a.mlp_hidden,
             "noise_groups": n.noise_groups, "noise_horizon": n.noise_horizon,
             "r": c.r, "min_envs": c.min_envs, "max_envs": c.max_envs, "n_actors": r.n_actors,
             "log_interval": r.log_interval, "checkpoint_every": r.checkpoint_every,
@@ -160,7 +175,7 @@ class Config:
         for name, value in non_negative.items():
             if not (value >= 0 and math.isfinite(value)):
                 raise UserError(f"--{_flag(name)} must be zero or positive, got {value}")
-        for name, value in {"gamma": a.gamma, "rms_alpha": a.rms_alpha}.items():
+        for name, value in {"gamma": a.gamma, "rms_alpha": a.rms_alpha, "gae_lambda": a.gae_lambda}.items():
             if not 0.0 <= value <= 1.0:
                 raise UserError(f"--{_flag(name)} must lie in [0, 1], got {value}")
         if not 0.0 <= e.sticky_actions < 1.0:
@@ -180,6 +195,8 @@ class Config:
             raise UserError(
                 f"--n-envs ({e.n_envs}) lies outside [--min-envs {c.min_envs}, --max-envs {c.max_envs}]"
             )
+        if a.algo == "ppo" and a.n_minibatches > e.n_envs * a.n_steps:
+            raise UserError(f"--n-minibatches ({a.n_minibatches}) exceeds the batch ({e.n_envs * a.n_steps})")
         if n.measure_noise and n.noise_groups < 2:
             raise UserError("--noise-groups must be at least 2 to measure the noise scale")
         smallest = e.n_envs if c.batch == "fixed" else min(e.n_envs, c.min_envs)

@@ -1,7 +1,9 @@
 """The batch-size controller (paper appendix D): pure logic, no Ray, no I/O.
 
 Every update it reads the measured noise scale and decides the number of
-environments (batch = n_envs x n_steps observations) and the learning rate:
+environments and the learning rate. The batch it compares with the target is
+the optimizer's: n_envs x n_steps observations for A2C, that divided by the
+number of minibatches for PPO.
 
 * fixed:    never resize.
 * critical: target batch = B_simple (train at the critical batch size).
@@ -47,7 +49,9 @@ def target_batch(mode: str, noise_scale: float, r: float) -> float:
 @dataclass
 class BatchController:
     cfg: ControlConfig
-    n_steps: int  # agent steps per environment per update
+    # Observations one environment adds to one optimizer step: n_steps for A2C,
+    # n_steps / n_minibatches for PPO (the minibatch is the optimizer batch).
+    observations_per_env: float
     vector_size: int  # environments are added and removed in multiples of this
     observations_since_resize: float = 0.0
 
@@ -59,7 +63,7 @@ class BatchController:
         if noise_scale is None or not math.isfinite(noise_scale) or noise_scale <= 0:
             return Decision(n_envs, lr, None, "no noise-scale estimate")
         target = target_batch(self.cfg.batch, noise_scale, self.cfg.r)
-        current = n_envs * self.n_steps
+        current = n_envs * self.observations_per_env
         if self.observations_since_resize < self.cfg.cooldown:
             return Decision(n_envs, lr, target, "cooling down")
         ratio = target / current
@@ -67,7 +71,7 @@ class BatchController:
         if 1.0 / h <= ratio <= h:
             return Decision(n_envs, lr, target, "within hysteresis")
         limited = min(max(ratio, 1.0 / self.cfg.max_resize_factor), self.cfg.max_resize_factor)
-        vectors = max(1, math.floor(current * limited / self.n_steps / self.vector_size + 0.5))
+        vectors = max(1, math.floor(current * limited / self.observations_per_env / self.vector_size + 0.5))
         new_envs = vectors * self.vector_size
         if new_envs == n_envs:  # rounding ate the change: move by one vector env
             new_envs += self.vector_size if ratio > 1 else -self.vector_size
@@ -76,11 +80,11 @@ class BatchController:
             bound = "max_envs" if ratio > 1 else "min_envs"
             return Decision(n_envs, lr, target, f"at {bound}")
         if self.cfg.lr_rule == "noise":
-            lr = scaled_lr(lr, noise_scale, current, new_envs * self.n_steps, self.cfg.lr_alpha)
+            lr = scaled_lr(lr, noise_scale, current, new_envs * self.observations_per_env, self.cfg.lr_alpha)
         self.observations_since_resize = 0.0
         direction = "grow" if new_envs > n_envs else "shrink"
         return Decision(new_envs, lr, target,
-                        f"{direction}: target batch {target:,.0f} vs {current:,} observations")
+                        f"{direction}: target batch {target:,.0f} vs {current:,.0f} observations")
 
     def state_dict(self) -> dict[str, float]:
         return {"observations_since_resize": self.observations_since_resize}

@@ -68,7 +68,7 @@ def grouped_gradient(params: list[torch.nn.Parameter], group_losses: Sequence[Gr
                 out.sq_norms[name].append(_sq_norm(g))
             torch._foreach_add_(sums[name], g, alpha=weight)
         for key, value in group_stats.items():
-            stats[key] = stats.get(key, 0.0) + weight * float(value)
+            stats[key] = stats.get(key, 0.0) + weight * float(value.detach())
     for name in names:
         out.big_sq_norms[name] = _sq_norm(sums[name])
     out.finite = all(torch.isfinite(torch.tensor(v)) for v in out.big_sq_norms.values()) and all(

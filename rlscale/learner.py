@@ -34,22 +34,28 @@ class Learner:
         self.updates = 0  # optimizer steps taken
         self.skipped_updates = 0
         self.skipped_in_a_row = 0
-        self.observations_since_parts = 0.0
+        # Fresh observations trained on since each part's EMA last took a sample,
+        # so the horizon stays in observations when only some steps are measured.
+        self.pending_observations = {part: 0.0 for part in PARTS}
+        self.lr = a.lr  # the controller's learning rate; a schedule may scale it (PPO)
 
-    @property
-    def lr(self) -> float:
-        return float(self.optimizer.param_groups[0]["lr"])
+    def examples(self, batch_size: int) -> int:
+        """Observations the optimizer consumes for one batch (PPO reuses each n_epochs times)."""
+        return batch_size
 
-    @lr.setter
-    def lr(self, value: float) -> None:
-        set_lr(self.optimizer, value)
+    def update(self, batch, progress: float) -> dict[str, float]:
+        """One learner update on a batch; ``progress`` is the run's fraction done (for schedules)."""
+        raise NotImplementedError
 
     def measure_parts_now(self) -> bool:
         every = self.cfg.noise.noise_parts_every
         return self.cfg.noise.measure_noise and every > 0 and self.updates % every == 0
 
-    def apply(self, grad: GroupedGradient, batch_size: int) -> dict[str, float]:
-        """Record the noise estimates, clip, and step — unless the gradient is not finite."""
+    def apply(self, grad: GroupedGradient, observations: float, lr_scale: float = 1.0) -> dict[str, float]:
+        """Record the noise estimates, clip, and step — unless the gradient is not finite.
+
+        ``observations``: fresh observations this step accounts for (0 when it reuses data).
+        """
         metrics: dict[str, float] = {f"train/{k}": v for k, v in grad.stats.items()}
         grad_norm = math.sqrt(grad.big_sq_norms["total"]) if grad.finite else float("nan")
         metrics["train/grad_norm"] = grad_norm
@@ -61,23 +67,23 @@ class Learner:
             metrics["train/skipped_updates"] = float(self.skipped_updates)
             return metrics
         self.skipped_in_a_row = 0
-        self.observations_since_parts += batch_size
+        for part in PARTS:
+            self.pending_observations[part] += observations
         for part, norms in grad.sq_norms.items():
-            if not norms:
+            if not norms or self.pending_observations[part] <= 0:
                 continue
             sample = noise.estimate(norms, grad.sizes, grad.big_sq_norms[part])
-            observations = None if part == "total" else self.observations_since_parts
-            self.noise[part].update(sample, observations)
+            self.noise[part].update(sample, self.pending_observations[part])
+            self.pending_observations[part] = 0.0
             metrics[f"noise/raw_grad_sq_{part}"] = sample.grad_sq
             metrics[f"noise/raw_trace_sigma_{part}"] = sample.trace_sigma
-        if grad.sq_norms.get("policy"):
-            self.observations_since_parts = 0.0
         if self.cfg.agent.max_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.params, self.cfg.agent.max_grad_norm)
+        set_lr(self.optimizer, self.lr * lr_scale)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.updates += 1
-        metrics["train/lr"] = self.lr
+        metrics["train/lr"] = self.lr * lr_scale
         metrics["train/skipped_updates"] = float(self.skipped_updates)
         metrics.update(self.noise_metrics())
         return metrics
@@ -107,7 +113,8 @@ class Learner:
             "noise": {part: ema.state_dict() for part, ema in self.noise.items()},
             "updates": self.updates,
             "skipped_updates": self.skipped_updates,
-            "observations_since_parts": self.observations_since_parts,
+            "pending_observations": dict(self.pending_observations),
+            "lr": self.lr,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -116,4 +123,5 @@ class Learner:
         self.noise = {part: noise.NoiseScaleEMA.from_state_dict(s) for part, s in state["noise"].items()}
         self.updates = int(state["updates"])
         self.skipped_updates = int(state["skipped_updates"])
-        self.observations_since_parts = float(state["observations_since_parts"])
+        self.pending_observations = {k: float(v) for k, v in state["pending_observations"].items()}
+        self.lr = float(state["lr"])

@@ -18,18 +18,27 @@ def _init(layer: nn.Module, gain: float) -> nn.Module:
 
 
 class ActorCritic(nn.Module):
-    """A shared trunk with a policy head (logits) and a value head."""
+    """A trunk with a policy head (logits) and a value head.
 
-    def __init__(self, trunk: nn.Module, features: int, n_actions: int, scale: float) -> None:
+    The value head reads the same trunk (Nature CNN, as Baselines and CleanRL on
+    Atari) or a trunk of its own (the MLP, as SB3's and CleanRL's classic-control
+    policies: a shared small MLP lets the large value gradients swamp the policy).
+    """
+
+    def __init__(self, trunk: nn.Module, features: int, n_actions: int, scale: float,
+                 value_trunk: nn.Module | None = None) -> None:
         super().__init__()
         self.trunk = trunk
+        self.value_trunk = value_trunk
         self.scale = scale  # observations are divided by it (255 for frames)
         self.policy_head = _init(nn.Linear(features, n_actions), 0.01)
         self.value_head = _init(nn.Linear(features, 1), 1.0)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        hidden = self.trunk(obs.float() / self.scale)
-        return self.policy_head(hidden), self.value_head(hidden).squeeze(-1)
+        x = obs.float() / self.scale
+        hidden = self.trunk(x)
+        value_hidden = hidden if self.value_trunk is None else self.value_trunk(x)
+        return self.policy_head(hidden), self.value_head(value_hidden).squeeze(-1)
 
 
 def nature_cnn(in_channels: int) -> nn.Sequential:
@@ -62,4 +71,5 @@ def build_network(spec: EnvSpec, kind: str, mlp_hidden: int) -> ActorCritic:
             raise ValueError(f"the Nature CNN needs 84x84 frames, got {spec.obs_shape}")
         return ActorCritic(nature_cnn(spec.obs_shape[0]), 512, spec.n_actions, 255.0)
     inputs = math.prod(spec.obs_shape)
-    return ActorCritic(mlp(inputs, mlp_hidden), mlp_hidden, spec.n_actions, 1.0)
+    return ActorCritic(mlp(inputs, mlp_hidden), mlp_hidden, spec.n_actions, 1.0,
+                       value_trunk=mlp(inputs, mlp_hidden))

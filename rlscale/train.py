@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -37,13 +37,14 @@ from rlscale.errors import UserError, exits_cleanly
 from rlscale.learner import Learner
 from rlscale.logger import RunLogger
 from rlscale.nets import build_network
+from rlscale.ppo import PPOLearner
 from rlscale.rollout import ActorFailures, flat_weights, make_pool
 
 # Consecutive non-finite updates after which the run stops (with a checkpoint).
 MAX_SKIPPED_IN_A_ROW = 20
 CONFIG_FILE = "config.toml"
 SUMMARY_FILE = "summary.json"
-LEARNERS = {"a2c": A2CLearner}
+LEARNERS = {"a2c": A2CLearner, "ppo": PPOLearner}
 
 
 @dataclass
@@ -83,24 +84,19 @@ def build(cfg: Config, run_dir: Path, state: dict[str, Any] | None = None) -> Ru
     spec = probe_spec(cfg.env)
     model = build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden)
     learner = LEARNERS[cfg.agent.algo](model, cfg)
-    controller = BatchController(cfg.control, cfg.agent.n_steps, cfg.env.vector_size)
+    controller = BatchController(cfg.control, cfg.observations_per_env, cfg.env.vector_size)
     counters = Counters(n_envs=cfg.env.n_envs)
     if state is not None:
         learner.load_state_dict(state["learner"])
         controller.load_state_dict(state["controller"])
         counters = Counters(**state["counters"])
         torch.set_rng_state(state["torch_rng"])
-    pool = make_pool(_with_n_envs(cfg, counters.n_envs), spec)
+    # A resumed run starts with the env count it had, not the preset's.
+    pool = make_pool(replace(cfg, env=replace(cfg.env, n_envs=counters.n_envs)), spec)
     counters.warmup_steps += pool.warmup_steps
     # Events past the checkpoint were written by the killed session: TensorBoard drops them.
     logger = RunLogger(str(run_dir), purge_step=counters.agent_steps + 1 if state else None)
     return Run(cfg, run_dir, learner, controller, pool, logger, counters)
-
-
-def _with_n_envs(cfg: Config, n_envs: int) -> Config:
-    resized = Config(**{name: getattr(cfg, name) for name in ("agent", "noise", "control", "run")},
-                     env=type(cfg.env)(**{**asdict(cfg.env), "n_envs": n_envs}))
-    return resized
 
 
 def save_checkpoint(run: Run) -> Path:
@@ -154,7 +150,7 @@ def train_loop(run: Run) -> None:
         start = time.perf_counter()
         batch = run.pool.collect(flat_weights(learner.model))
         rollout_done = time.perf_counter()
-        metrics = learner.update(batch)
+        metrics = learner.update(batch, c.agent_steps / total)
         learned = time.perf_counter()
         if learner.skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
             path = save_checkpoint(run)
@@ -163,7 +159,7 @@ def train_loop(run: Run) -> None:
                 f"stopped with checkpoint {path}; lower --lr or check the environment's rewards"
             )
         c.agent_steps += batch.size
-        c.examples += batch.size
+        c.examples += learner.examples(batch.size)
         for ep in batch.episodes:
             c.episodes += 1
             run.logger.episode(ep.episode_return, ep.length, c.agent_steps)
@@ -188,6 +184,7 @@ def train_loop(run: Run) -> None:
             last_sec, last_steps = now, c.agent_steps
         metrics.update({
             "batch/n_envs": c.n_envs, "batch/size": c.n_envs * cfg.agent.n_steps,
+            "batch/optimizer_batch": c.n_envs * cfg.observations_per_env,
             "perf/steps_per_s": steps_per_s, "perf/rollout_seconds": rollout_done - start,
             "perf/learner_seconds": learned - rollout_done,
             "train/updates": learner.updates, "train/examples": c.examples,
@@ -199,7 +196,7 @@ def train_loop(run: Run) -> None:
         run.logger.scalars(metrics, c.agent_steps)
         run.logger.progress(c.agent_steps, total, steps_per_s, c.n_envs,
                             learner.b_simple(cfg.control.signal) if cfg.noise.measure_noise else None,
-                            signal_name, learner.lr, interval=cfg.run.log_interval)
+                            signal_name, metrics.get("train/lr", learner.lr), interval=cfg.run.log_interval)
         if learner.updates % cfg.run.checkpoint_every == 0:
             save_checkpoint(run)
         if stop:

@@ -14,7 +14,7 @@ def controller(**kw) -> BatchController:
     base = dict(batch="critical", min_envs=4, max_envs=256, hysteresis=1.5,
                 max_resize_factor=2.0, cooldown=1000, lr_rule="none")
     base.update(kw)
-    return BatchController(ControlConfig(**base), n_steps=5, vector_size=4)
+    return BatchController(ControlConfig(**base), observations_per_env=5, vector_size=4)
 
 
 def test_fixed_never_resizes():

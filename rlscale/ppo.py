@@ -1,0 +1,111 @@
+"""PPO (Schulman et al. 2017) as in CleanRL's ppo_atari.py, with the gradient grouped by environment.
+
+Same section order and names as a2c.py. The noise scale is measured on the
+first epoch's minibatches only: later epochs reuse the data, so their
+gradients are no longer fresh draws and would bias it. Each minibatch is a
+random subset of the batch (as CleanRL shuffles); its groups for the
+estimator are its observations from k disjoint sets of whole environments, so
+the groups are independent; the minibatch is the optimizer batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from rlscale.gradients import grouped_gradient
+from rlscale.learner import Learner, env_groups
+from rlscale.rollout import Batch
+
+
+def gae_advantages(batch: Batch, gamma: float, lam: float) -> np.ndarray:
+    """Generalised advantage estimates [n_steps, n_envs].
+
+    A terminated step has no future; a truncated one bootstraps its TD error from
+    V(terminal obs) and, like a terminated one, ends the GAE chain.
+    """
+    advantages = np.empty_like(batch.rewards)
+    next_value = batch.bootstrap_values.astype(np.float32)
+    running = np.zeros(batch.n_envs, dtype=np.float32)
+    for t in reversed(range(batch.n_steps)):
+        done = batch.terminated[t] | batch.truncated[t]
+        next_value = np.where(batch.truncated[t], batch.truncation_values[t], next_value)
+        next_value = np.where(batch.terminated[t], 0.0, next_value)
+        delta = batch.rewards[t] + gamma * next_value - batch.values[t]
+        running = delta + gamma * lam * np.where(done, 0.0, running)
+        advantages[t] = running
+        next_value = batch.values[t]
+    return advantages
+
+
+def explained_variance(predicted: np.ndarray, target: np.ndarray) -> float:
+    var = np.var(target)
+    return float("nan") if var == 0 else float(1 - np.var(target - predicted) / var)
+
+
+class PPOLearner(Learner):
+    def examples(self, batch_size: int) -> int:
+        return batch_size * self.cfg.agent.n_epochs
+
+    def update(self, batch: Batch, progress: float = 0.0) -> dict[str, float]:
+        a = self.cfg.agent
+        # 1. Targets: GAE advantages and returns, from the acting policy's values.
+        advantages_np = gae_advantages(batch, a.gamma, a.gae_lambda)
+        returns_np = advantages_np + batch.values
+        flat = lambda x: torch.from_numpy(np.ascontiguousarray(x)).flatten(0, 1)  # noqa: E731
+        obs, actions = flat(batch.obs), flat(batch.actions)
+        old_logprobs, old_values = flat(batch.logprobs), flat(batch.values)
+        advantages, returns = flat(advantages_np), flat(returns_np)
+        env_of = np.tile(np.arange(batch.n_envs), batch.n_steps)  # column of each flat row
+        lr_scale = 1.0 - progress if a.anneal_lr else 1.0
+
+        # 2. Loss of a set of rows (a minibatch, or one group of it).
+        def rows_loss(rows: np.ndarray, adv_mean: float, adv_std: float):
+            def loss():
+                idx = torch.from_numpy(rows)
+                logits, value = self.model(obs[idx])
+                dist = torch.distributions.Categorical(logits=logits)
+                logratio = dist.log_prob(actions[idx]) - old_logprobs[idx]
+                ratio = logratio.exp()
+                adv = advantages[idx]
+                if a.norm_adv:  # per-minibatch statistics, computed before grouping
+                    adv = (adv - adv_mean) / (adv_std + 1e-8)
+                pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - a.clip_coef, 1 + a.clip_coef)).mean()
+                value_loss = (value - returns[idx]).pow(2)
+                if a.clip_value_loss:
+                    clipped = old_values[idx] + (value - old_values[idx]).clamp(-a.clip_coef, a.clip_coef)
+                    value_loss = torch.max(value_loss, (clipped - returns[idx]).pow(2))
+                value_loss = 0.5 * value_loss.mean()
+                entropy = dist.entropy().mean()
+                with torch.no_grad():
+                    stats = {"policy_loss": pg_loss, "value_loss": value_loss, "entropy": entropy,
+                             "approx_kl": ((ratio - 1) - logratio).mean(),  # CleanRL's low-variance k3
+                             "clipfrac": ((ratio - 1).abs() > a.clip_coef).float().mean()}
+                return pg_loss - a.ent_coef * entropy, a.vf_coef * value_loss, stats
+            return loss
+
+        # 3. Gradient: per group of environments in the first epoch's minibatches.
+        measure = self.cfg.noise.measure_noise
+        env_sets = env_groups(batch.n_envs, self.cfg.noise.noise_groups)
+        metrics: dict[str, float] = {}
+        generator = np.random.default_rng(self.updates)
+        for epoch in range(a.n_epochs):
+            for mb in np.array_split(generator.permutation(batch.size), a.n_minibatches):
+                adv_mb = advantages[torch.from_numpy(mb)]
+                mean, std = float(adv_mb.mean()), float(adv_mb.std())
+                measuring = measure and epoch == 0
+                if measuring:
+                    groups = [mb[np.isin(env_of[mb], cols)] for cols in env_sets]
+                    groups = [g for g in groups if g.size]
+                else:
+                    groups = [mb]
+                grad = grouped_gradient(
+                    self.params, [rows_loss(g, mean, std) for g in groups], [g.size for g in groups],
+                    measure=measuring and len(groups) > 1,
+                    parts=measuring and self.measure_parts_now(),
+                )
+
+                # 4. Clip and step (skipped, and counted, when not finite).
+                metrics = self.apply(grad, mb.size if epoch == 0 else 0.0, lr_scale)
+        metrics["train/explained_variance"] = explained_variance(batch.values.ravel(), returns_np.ravel())
+        return metrics

@@ -1,0 +1,96 @@
+"""PPO: GAE by hand, measurement equivalence, learning, tags, the controller."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from rlscale.config import build_config
+from rlscale.nets import build_network
+from rlscale.ppo import PPOLearner, gae_advantages
+from rlscale.rollout import Batch
+from rlscale.train import main
+from tests.test_learner import SPECS, random_batch
+from tests.test_train import scalars
+
+
+def test_gae_by_hand_with_termination_and_truncation():
+    b = Batch(
+        obs=np.zeros((3, 2, 1), np.float32), actions=np.zeros((3, 2), np.int64),
+        rewards=np.array([[1, 1], [2, 1], [3, 1]], np.float32),
+        terminated=np.array([[0, 0], [1, 0], [0, 0]], bool),
+        truncated=np.array([[0, 1], [0, 0], [0, 0]], bool),
+        truncation_values=np.array([[0, 4], [0, 0], [0, 0]], np.float32),
+        values=np.array([[0.5, 2], [1.0, 2], [1.5, 2]], np.float32),
+        logprobs=np.zeros((3, 2), np.float32),
+        bootstrap_values=np.array([10, 6], np.float32), env_ids=np.arange(2),
+    )
+    adv = gae_advantages(b, gamma=0.5, lam=0.5)
+    # env 0: A2 = 3 + .5*10 - 1.5 = 6.5; A1 = 2 - 1 = 1 (terminal); A0 = (1 + .5*1 - .5) + .25*1 = 1.25
+    # env 1: A2 = 1 + .5*6 - 2 = 2; A1 = (1 + .5*2 - 2) + .25*2 = .5; A0 = 1 + .5*4 - 2 = 1 (truncated)
+    np.testing.assert_allclose(adv[:, 0], [1.25, 1.0, 6.5])
+    np.testing.assert_allclose(adv[:, 1], [1.0, 0.5, 2.0])
+
+
+def ppo_config(**overrides):
+    return build_config("cartpole", "ppo", {"n_envs": 8, "n_steps": 16, **overrides})
+
+
+def test_ppo_update_with_measurement_equals_update_without():
+    spec = SPECS["mlp"]
+    torch.manual_seed(0)
+    model = build_network(spec, "auto", 64)
+    batch = random_batch(spec, 16, 8)
+    batch.logprobs[:] = np.log(0.5)
+    params = []
+    for measure in (False, True):
+        learner = PPOLearner(copy.deepcopy(model), ppo_config(measure_noise=measure, noise_parts_every=1))
+        metrics = learner.update(batch, 0.0)
+        params.append(torch.nn.utils.parameters_to_vector(learner.model.parameters()))
+        assert learner.updates == 16  # 4 epochs x 4 minibatches
+        assert {"train/approx_kl", "train/clipfrac", "train/explained_variance"} <= set(metrics)
+    assert torch.allclose(params[0], params[1], rtol=1e-5, atol=1e-6)
+
+
+def test_ppo_measures_only_the_first_epoch():
+    spec = SPECS["mlp"]
+    learner = PPOLearner(build_network(spec, "auto", 64), ppo_config(noise_parts_every=1))
+    batch = random_batch(spec, 16, 8)
+    learner.update(batch, 0.0)
+    # 4 minibatches measured in epoch 1; epochs 2-4 reuse the data and are not.
+    assert learner.noise["total"].samples == 4 and learner.noise["policy"].samples == 4
+
+
+def test_ppo_learns_cartpole(tmp_path):
+    """Mean return >= 450 over the last 20 episodes within 300k agent steps."""
+    run_dir = tmp_path / "ppo"
+    code = main(["cartpole", "--agent", "ppo", "--serial", "--total-frames", "300000",
+                 "--stop-return", "450", "--log-interval", "30", "--run-dir", str(run_dir)])
+    assert code == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["mean_return"] >= 450
+    tags = set(scalars(run_dir).Tags()["scalars"])
+    assert {"noise/b_simple", "noise/b_simple_total", "noise/b_simple_policy", "noise/b_simple_value",
+            "train/approx_kl", "train/clipfrac", "train/explained_variance"} <= tags
+
+
+def test_controller_resizes_a_ppo_run_on_ray(tmp_path, capsys):
+    run_dir = tmp_path / "ppo-adaptive"
+    code = main(["cartpole", "--agent", "ppo", "--n-actors", "2", "--batch", "critical", "--n-envs", "8",
+                 "--vector-size", "2", "--n-steps", "32", "--min-envs", "4", "--max-envs", "64",
+                 "--cooldown", "1000", "--noise-parts-every", "1", "--total-frames", "20000",
+                 "--run-dir", str(run_dir)])
+    assert code == 0
+    n_envs = [e.value for e in scalars(run_dir).Scalars("batch/n_envs")]
+    assert len(set(n_envs)) > 1
+    assert "resize 8 -> " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("bad", [["--n-minibatches", "0"], ["--gae-lambda", "2"]])
+def test_ppo_bad_numbers(bad, tmp_path, capsys):
+    assert main(["cartpole", "--agent", "ppo", *bad, "--run-dir", str(tmp_path / "r")]) == 2
+    assert "error:" in capsys.readouterr().err
