@@ -56,7 +56,7 @@ class AgentConfig:
     ent_coef: float = opt(0.01, "entropy bonus coefficient")
     vf_coef: float = opt(0.5, "value loss coefficient")
     max_grad_norm: float = opt(0.5, "global gradient norm clip (0 = off)")
-    optimizer: str = opt("rmsprop_tf", "optimizer", ("rmsprop_tf", "adam"))
+    optimizer: str = opt("rmsprop_tf", "optimizer", ("rmsprop_tf", "rmsprop", "adam"))
     rms_alpha: float = opt(0.99, "RMSprop decay of the mean square")
     optim_eps: float = opt(1e-5, "optimizer epsilon")
     network: str = opt("auto", "policy network (auto: Nature CNN for images, MLP otherwise)",
@@ -305,10 +305,19 @@ def build_config(env: str, agent: str | None, overrides: dict[str, Any]) -> Conf
             f"unknown agent '{algo}': choose one of {', '.join(available_presets(AGENT_PRESETS))}"
         )
     apply_mapping(cfg, read_toml(agent_path), str(agent_path))
-    apply_mapping(cfg, env_preset, str(env_path) if env_path.exists() else "env id")
+    apply_mapping(cfg, _for_algo(env_preset, algo), str(env_path) if env_path.exists() else "env id")
     cfg.agent.algo = algo
     apply_mapping(cfg, _sectioned(overrides), "command line")
     return cfg.validate()
+
+
+def _for_algo(preset: dict[str, Any], algo: str) -> dict[str, Any]:
+    """An env preset's [agent.<algo>] table applies to that algorithm only."""
+    agent = dict(preset.get("agent", {}))
+    algos = AgentConfig.__dataclass_fields__["algo"].metadata["choices"]
+    specific = {name: agent.pop(name) for name in list(agent) if name in algos}
+    agent.update(specific.get(algo, {}))
+    return {**preset, "agent": agent} if agent or "agent" in preset else preset
 
 
 def _sectioned(flat: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -40,6 +40,8 @@ def make_optimizer(name: str, params: Iterable[torch.nn.Parameter], lr: float, a
                    eps: float) -> Optimizer:
     if name == "rmsprop_tf":
         return RMSpropTF(params, lr=lr, alpha=alpha, eps=eps)
+    if name == "rmsprop":  # torch's: fine on small MLPs (SB3's A2C default), not on Atari
+        return torch.optim.RMSprop(params, lr=lr, alpha=alpha, eps=eps)
     if name == "adam":
         return torch.optim.Adam(params, lr=lr, eps=eps)
     raise ValueError(f"unknown optimizer {name}")

@@ -11,7 +11,7 @@ from rlscale.errors import UserError
 def test_precedence_defaults_agent_env_flags():
     cfg = build_config("cartpole", None, {"lr": 1e-3})
     assert cfg.env.env_id == "CartPole-v1"
-    assert cfg.agent.ent_coef == 0.0  # envs/cartpole.toml overrides agents/a2c.toml (0.01)
+    assert cfg.agent.ent_coef == 0.0  # envs/cartpole.toml [agent.a2c] overrides agents/a2c.toml (0.01)
     assert cfg.agent.rms_alpha == 0.99  # from agents/a2c.toml
     assert cfg.agent.lr == 1e-3  # the flag wins
     pong = build_config("pong", None, {})
@@ -65,3 +65,9 @@ def test_unknown_key_and_section_and_type(tmp_path):
     bad_choice.write_text('[env]\nenv_id = "CartPole-v1"\n[control]\nbatch = "huge"\n')
     with pytest.raises(UserError, match="batch must be one of fixed, critical, sqrt"):
         build_config(str(bad_choice), None, {})
+
+
+def test_env_preset_tables_per_algorithm():
+    a2c, ppo = build_config("cartpole", "a2c", {}), build_config("cartpole", "ppo", {})
+    assert a2c.agent.optimizer == "rmsprop" and a2c.agent.ent_coef == 0.0
+    assert ppo.agent.optimizer == "adam" and ppo.agent.clip_coef == 0.2 and ppo.agent.ent_coef == 0.01
