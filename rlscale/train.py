@@ -212,7 +212,9 @@ def run_training(cfg: Config, run_dir: Path, state: dict[str, Any] | None = None
     print(f"run directory: {run_dir}", flush=True)
     print(f"watch it:      tensorboard --logdir {run_dir.parent}", flush=True)
     (run_dir / CONFIG_FILE).write_text(dumps_toml(cfg))
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    # Both handlers explicitly: a process started with SIGINT ignored (a background
+    # job of a non-interactive shell) would otherwise never see Ctrl-C.
+    previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     run: Run | None = None
     try:
         run = build(cfg, run_dir, state)
@@ -242,7 +244,8 @@ def run_training(cfg: Config, run_dir: Path, state: dict[str, Any] | None = None
               file=sys.stderr, flush=True)
         return 130
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         if run is not None:
             run.pool.close()
             run.logger.close()
