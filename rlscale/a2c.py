@@ -59,5 +59,4 @@ class A2CLearner(Learner):
         )
 
         # 4. Clip and step (skipped, and counted, when not finite).
-        lr_scale = 1.0 - progress if a.anneal_lr else 1.0
-        return self.apply(grad, batch.size, lr_scale)
+        return self.apply(grad, batch.size, self.lr_scale(progress))

@@ -313,11 +313,13 @@ def build_config(env: str, agent: str | None, overrides: dict[str, Any]) -> Conf
 
 def _for_algo(preset: dict[str, Any], algo: str) -> dict[str, Any]:
     """An env preset's [agent.<algo>] table applies to that algorithm only."""
-    agent = dict(preset.get("agent", {}))
+    if "agent" not in preset:
+        return preset
+    agent = dict(preset["agent"])
     algos = AgentConfig.__dataclass_fields__["algo"].metadata["choices"]
     specific = {name: agent.pop(name) for name in list(agent) if name in algos}
     agent.update(specific.get(algo, {}))
-    return {**preset, "agent": agent} if agent or "agent" in preset else preset
+    return {**preset, "agent": agent}
 
 
 def _sectioned(flat: dict[str, Any]) -> dict[str, dict[str, Any]]:

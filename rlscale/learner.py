@@ -47,6 +47,10 @@ class Learner:
         """One learner update on a batch; ``progress`` is the run's fraction done (for schedules)."""
         raise NotImplementedError
 
+    def lr_scale(self, progress: float) -> float:
+        """Factor on the learning rate at this fraction of the budget (linear annealing)."""
+        return 1.0 - progress if self.cfg.agent.anneal_lr else 1.0
+
     def measure_parts_now(self) -> bool:
         every = self.cfg.noise.noise_parts_every
         return self.cfg.noise.measure_noise and every > 0 and self.updates % every == 0

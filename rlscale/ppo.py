@@ -57,7 +57,7 @@ class PPOLearner(Learner):
         old_logprobs, old_values = flat(batch.logprobs), flat(batch.values)
         advantages, returns = flat(advantages_np), flat(returns_np)
         env_of = np.tile(np.arange(batch.n_envs), batch.n_steps)  # column of each flat row
-        lr_scale = 1.0 - progress if a.anneal_lr else 1.0
+        lr_scale = self.lr_scale(progress)
 
         # 2. Loss of a set of rows (a minibatch, or one group of it).
         def rows_loss(rows: np.ndarray, adv_mean: float, adv_std: float):

@@ -184,9 +184,7 @@ class _Pool:
         removes: list[int] = []
         for _ in range(max(delta, 0)):
             w = int(np.argmin(self.worker_groups))
-            ids = list(range(self.next_env_id, self.next_env_id + self.vector_size))
-            self.next_env_id += self.vector_size
-            adds.append((w, ids, self.cfg.run.seed * 1_000_003 + ids[0]))
+            adds.append((w, *self._new_vector_ids()))
             self.worker_groups[w] += 1
         for _ in range(max(-delta, 0)):
             w = int(np.argmax(self.worker_groups))
@@ -195,6 +193,12 @@ class _Pool:
         warmup = self._apply(adds, removes)
         self.warmup_steps += warmup
         return ResizeReport(before, self.n_envs, time.perf_counter() - start, warmup)
+
+    def _new_vector_ids(self) -> tuple[list[int], int]:
+        """Env ids for a new vector env (never reused) and its seed."""
+        ids = list(range(self.next_env_id, self.next_env_id + self.vector_size))
+        self.next_env_id += self.vector_size
+        return ids, self.cfg.run.seed * 1_000_003 + ids[0]
 
     def _apply(self, adds: list[tuple[int, list[int], int]], removes: list[int]) -> int:
         raise NotImplementedError
@@ -316,11 +320,8 @@ class RayPool(_Pool):
             )
         print(f"rollout actor {w} died; replacing it ({self.failures} failures so far)", flush=True)
         self.actors[w] = self._new_actor(w)
-        adds = []
-        for _ in range(self.worker_groups[w]):
-            ids = list(range(self.next_env_id, self.next_env_id + self.vector_size))
-            self.next_env_id += self.vector_size
-            adds.append(self.actors[w].add_group.remote(ids, self.cfg.run.seed * 1_000_003 + ids[0]))
+        adds = [self.actors[w].add_group.remote(*self._new_vector_ids())
+                for _ in range(self.worker_groups[w])]
         self.warmup_steps += sum(ray.get(adds))
 
     def collect(self, weights: np.ndarray) -> Batch:
