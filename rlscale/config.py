@@ -330,9 +330,20 @@ def _sectioned(flat: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def load_saved(path: Path) -> Config:
-    """Read a resolved config written by save_config()."""
+    """Read a resolved config written by dumps_toml()."""
     cfg = Config()
     apply_mapping(cfg, read_toml(path), str(path))
+    return cfg.validate()
+
+
+def loads_saved(text: str, where: str) -> Config:
+    """A resolved config from dumps_toml() text (checkpoints carry one)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise UserError(f"{where}: malformed config ({err})") from None
+    cfg = Config()
+    apply_mapping(cfg, data, where)
     return cfg.validate()
 
 

@@ -74,26 +74,29 @@ def check_env_id(env_id: str) -> None:
 class EnvGroup:
     """One vector env of ``n`` environments with global ids and episode tracking."""
 
-    def __init__(self, cfg: EnvConfig, env_ids: list[int], seed: int) -> None:
+    def __init__(self, cfg: EnvConfig, env_ids: list[int], seed: int, render: bool = False) -> None:
         self.env_ids = np.asarray(env_ids, dtype=np.int64)
         self.n = len(env_ids)
         self.clip = False
+        # render=True makes frames() return what a person would watch (colour frames).
+        self.twin = None
+        if render and cfg.warmup_max_steps:
+            raise ValueError("rendering needs warmup_max_steps = 0 (the twin env replays actions only)")
         if cfg.env_id.startswith("ALE/"):
-            from ale_py.vector_env import AtariVectorEnv
-
-            self.vec = AtariVectorEnv(
-                _ale_game(cfg.env_id), self.n,
-                num_threads=1,  # the actor process is the unit of parallelism
-                frameskip=cfg.frame_skip, noop_max=cfg.noop_max,
-                repeat_action_probability=cfg.sticky_actions,
-                max_num_frames_per_episode=cfg.max_episode_frames,
-                reward_clipping=False, autoreset_mode=AutoresetMode.SAME_STEP,
-            )
+            self.vec = _atari_vector(cfg, self.n)
+            if render:
+                # The native vector env cannot render. A second emulator with the same
+                # seed and actions replays the same game bit for bit (checked in the
+                # tests) and yields the max-pooled colour frame the agent's input came from.
+                self.twin = _atari_vector(cfg, self.n, grayscale=False, img_height=210,
+                                          img_width=160, stack_num=1)
+                self.twin_obs = self.twin.reset(seed=seed)[0]
             self.clip = cfg.reward_clip
         else:
             self.vec = gym.make_vec(
                 cfg.env_id, self.n, vectorization_mode="sync",
                 vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+                **({"render_mode": "rgb_array"} if render else {}),
             )
         if not isinstance(self.vec.single_action_space, gym.spaces.Discrete):
             raise UserError(
@@ -135,8 +138,16 @@ class EnvGroup:
                 self.obs, *_ = self.vec.step(self.vec.action_space.sample())
         return int(counts.sum())
 
+    def frame(self, index: int) -> np.ndarray:
+        """The colour frame of environment ``index`` now (needs render=True)."""
+        if self.twin is not None:
+            return self.twin_obs[index, 0]
+        return self.vec.render()[index]
+
     def step(self, actions: np.ndarray) -> Step:
         obs, reward, terminated, truncated, info = self.vec.step(actions)
+        if self.twin is not None:
+            self.twin_obs = self.twin.step(actions)[0]
         reward = np.asarray(reward, dtype=np.float64)
         self.returns += reward
         self.lengths += 1
@@ -159,6 +170,21 @@ class EnvGroup:
 
     def close(self) -> None:
         self.vec.close()
+        if self.twin is not None:
+            self.twin.close()
+
+
+def _atari_vector(cfg: EnvConfig, n: int, **image: int | bool):
+    from ale_py.vector_env import AtariVectorEnv
+
+    return AtariVectorEnv(
+        _ale_game(cfg.env_id), n,
+        num_threads=1,  # the actor process is the unit of parallelism
+        frameskip=cfg.frame_skip, noop_max=cfg.noop_max,
+        repeat_action_probability=cfg.sticky_actions,
+        max_num_frames_per_episode=cfg.max_episode_frames,
+        reward_clipping=False, autoreset_mode=AutoresetMode.SAME_STEP, **image,
+    )
 
 
 def probe_spec(cfg: EnvConfig) -> EnvSpec:

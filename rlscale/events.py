@@ -26,14 +26,6 @@ def read_scalars(run_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def rolling_mean(values: np.ndarray, window: int) -> np.ndarray:
-    """Mean of the last ``window`` values at each point (fewer at the start)."""
-    sums = np.cumsum(np.insert(values.astype(float), 0, 0.0))
-    idx = np.arange(1, values.size + 1)
-    lo = np.maximum(idx - window, 0)
-    return (sums[idx] - sums[lo]) / (idx - lo)
-
-
 def break_gaps(steps: np.ndarray, values: np.ndarray, factor: float = 5.0) -> tuple[np.ndarray, np.ndarray]:
     """Insert NaN where a series skips (e.g. while B_simple is undefined), so plots show the gap."""
     if steps.size < 3:

@@ -38,7 +38,7 @@ class RunLogger:
 
     def progress(self, step: int, total: int, steps_per_s: float, n_envs: int,
                  signal: float | None, signal_name: str, lr: float, force: bool = False,
-                 interval: float = 10.0) -> None:
+                 interval: float = 10.0, starting_envs: int = 0) -> None:
         now = time.monotonic()
         if not force and now - self.last_print < interval:
             return
@@ -47,7 +47,8 @@ class RunLogger:
         print(
             f"[{min(100.0, 100 * step / total):5.1f}%] steps {step:,}  {steps_per_s:,.0f}/s  "
             f"return {_fmt(mean, '.1f')} (last {len(self.returns)})  "
-            f"B_simple[{signal_name}] {_fmt(signal)}  n_envs {n_envs}  lr {lr:.2e}",
+            f"B_simple[{signal_name}] {_fmt(signal)}  n_envs {n_envs}"
+            + (f" (+{starting_envs} starting)" if starting_envs else "") + f"  lr {lr:.2e}",
             flush=True,
         )
 

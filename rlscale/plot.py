@@ -13,7 +13,8 @@ from pathlib import Path
 
 from rlscale.cli import Parser
 from rlscale.errors import UserError, exits_cleanly
-from rlscale.events import break_gaps, read_scalars, rolling_mean
+from rlscale.events import break_gaps, read_scalars
+from rlscale.goals import rolling_mean
 
 
 def plot_run(run_dir: Path, out: Path, title: str | None = None) -> Path:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,6 +51,8 @@ class Batch:
     bootstrap_values: np.ndarray  # float32 [n_envs]: V(obs after the last step)
     env_ids: np.ndarray  # int64 [n_envs]
     episodes: list[Episode] = field(default_factory=list)
+    starting_envs: int = 0  # environments still being built in the background, not in the batch
+    warmup_steps: int = 0  # random warm-up steps of the environments that joined with this batch
 
     @property
     def n_steps(self) -> int:
@@ -66,7 +69,8 @@ class Batch:
 
     @staticmethod
     def concat(fragments: list[Batch]) -> Batch:
-        fragments = [f for f in fragments if f.n_envs > 0]
+        all_fragments = fragments
+        fragments = [f for f in fragments if f.n_envs > 0] or fragments[:1]
         names = ["obs", "actions", "rewards", "terminated", "truncated", "truncation_values",
                  "values", "logprobs"]
         arrays = {n: np.concatenate([getattr(f, n) for f in fragments], axis=1) for n in names}
@@ -75,11 +79,20 @@ class Batch:
             bootstrap_values=np.concatenate([f.bootstrap_values for f in fragments]),
             env_ids=np.concatenate([f.env_ids for f in fragments]),
             episodes=[e for f in fragments for e in f.episodes],
+            starting_envs=sum(f.starting_envs for f in all_fragments),
+            warmup_steps=sum(f.warmup_steps for f in all_fragments),
         )
 
 
 class RolloutWorker:
-    """Owns vector envs and a policy copy; steps them with given weights."""
+    """Owns vector envs and a policy copy; steps them with given weights.
+
+    Vector envs added in the background are built and warmed up (emulator
+    start-up and 0-500 random steps: seconds for a few Atari envs) on a
+    thread of their own while the worker keeps stepping its other envs; ALE
+    releases the GIL, so both make progress. A new vector env joins the batch
+    at the first rollout after it is ready.
+    """
 
     def __init__(self, cfg: Config, spec: EnvSpec, seed: int, torch_threads: int | None = None) -> None:
         if torch_threads:  # an actor process: one core per worker; the learner has its own
@@ -87,21 +100,49 @@ class RolloutWorker:
         self.cfg = cfg
         self.spec = spec
         self.groups: list[EnvGroup] = []
+        self.starting: list[tuple[Future[EnvGroup], int]] = []  # (being built, its env count), oldest first
+        self.builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="env-builder")
         self.policy = build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden)
         self.policy.requires_grad_(False)
         self.generator = torch.Generator().manual_seed(seed)
 
-    def add_group(self, env_ids: list[int], seed: int) -> int:
-        """Add a vector env; returns the random warm-up steps it took."""
+    def add_group(self, env_ids: list[int], seed: int, background: bool = False) -> int:
+        """Add a vector env; returns the random warm-up steps it took (0 while in the background)."""
+        if background:
+            self.starting.append((self.builder.submit(EnvGroup, self.cfg.env, env_ids, seed), len(env_ids)))
+            return 0
         group = EnvGroup(self.cfg.env, env_ids, seed)
         self.groups.append(group)
         return group.warmup_steps
 
+    def resize_groups(self, adds: list[tuple[list[int], int]], removes: int, background: bool) -> int:
+        """Remove ``removes`` vector envs, then add ``adds`` (env ids, seed); one call per resize.
+
+        One call, not one per vector env: a builder thread that holds the GIL
+        while an emulator starts would otherwise delay every later call.
+        """
+        for _ in range(removes):
+            self.remove_group()
+        return sum(self.add_group(ids, seed, background) for ids, seed in adds)
+
     def remove_group(self) -> list[int]:
-        """Close the newest vector env; its unfinished episodes are dropped."""
+        """Close the newest vector env (one still starting first); unfinished episodes are dropped."""
+        if self.starting:
+            future, _ = self.starting.pop()
+            future.add_done_callback(_close_when_built)
+            return []
         group = self.groups.pop()
         group.close()
         return group.env_ids.tolist()
+
+    def _join_ready(self) -> int:
+        """Move built vector envs into the batch, in the order they were asked for."""
+        warmup = 0
+        while self.starting and self.starting[0][0].done():
+            group = self.starting.pop(0)[0].result()  # a build error surfaces here
+            self.groups.append(group)
+            warmup += group.warmup_steps
+        return warmup
 
     def env_ids(self) -> list[int]:
         return [int(i) for g in self.groups for i in g.env_ids]
@@ -114,6 +155,7 @@ class RolloutWorker:
 
     @torch.no_grad()
     def rollout(self, weights: np.ndarray, n_steps: int) -> Batch:
+        joined_warmup = self._join_ready()
         # One flat float32 vector: a single zero-copy object in Ray's store.
         torch.nn.utils.vector_to_parameters(torch.from_numpy(weights.copy()), self.policy.parameters())
         n = sum(g.n for g in self.groups)
@@ -128,7 +170,7 @@ class RolloutWorker:
         episodes: list[Episode] = []
         bounds = np.cumsum([0] + [g.n for g in self.groups])
         obs = np.concatenate([g.obs for g in self.groups]) if n else obs_buf[0]
-        for t in range(n_steps):
+        for t in range(n_steps if n else 0):  # a worker whose envs are all starting returns no columns
             obs_buf[t] = obs
             actions[t], logprobs[t], values[t] = self._act(obs)
             for g, lo, hi in zip(self.groups, bounds[:-1], bounds[1:], strict=True):
@@ -145,12 +187,22 @@ class RolloutWorker:
         bootstrap = self.policy(torch.from_numpy(obs))[1].numpy() if n else np.zeros(0, np.float32)
         return Batch(obs_buf, actions, rewards, terminated, truncated, truncation_values,
                      values, logprobs, bootstrap.astype(np.float32),
-                     np.asarray(self.env_ids(), dtype=np.int64), episodes)
+                     np.asarray(self.env_ids(), dtype=np.int64), episodes,
+                     starting_envs=sum(n for _, n in self.starting), warmup_steps=joined_warmup)
 
     def close(self) -> None:
+        for future, _ in self.starting:
+            future.add_done_callback(_close_when_built)
+        self.starting = []
+        self.builder.shutdown(wait=False, cancel_futures=True)
         for g in self.groups:
             g.close()
         self.groups = []
+
+
+def _close_when_built(future: Future[EnvGroup]) -> None:
+    if not future.cancelled() and future.exception() is None:
+        future.result().close()
 
 
 @dataclass
@@ -175,7 +227,13 @@ class _Pool:
     def n_envs(self) -> int:
         return sum(self.worker_groups) * self.vector_size
 
-    def resize(self, n_envs: int) -> ResizeReport:
+    def resize(self, n_envs: int, background: bool = False) -> ResizeReport:
+        """Grow or shrink to ``n_envs``.
+
+        With ``background`` new environments are built and warmed up by their
+        worker while training goes on, and join the batch when ready (a few
+        updates later); the call only waits for the workers to take the order.
+        """
         if n_envs % self.vector_size or n_envs <= 0:
             raise ValueError(f"n_envs {n_envs} is not a positive multiple of {self.vector_size}")
         start, before = time.perf_counter(), self.n_envs
@@ -190,7 +248,7 @@ class _Pool:
             w = int(np.argmax(self.worker_groups))
             removes.append(w)
             self.worker_groups[w] -= 1
-        warmup = self._apply(adds, removes)
+        warmup = self._apply(adds, removes, background)
         self.warmup_steps += warmup
         return ResizeReport(before, self.n_envs, time.perf_counter() - start, warmup)
 
@@ -200,11 +258,19 @@ class _Pool:
         self.next_env_id += self.vector_size
         return ids, self.cfg.run.seed * 1_000_003 + ids[0]
 
-    def _apply(self, adds: list[tuple[int, list[int], int]], removes: list[int]) -> int:
+    def _apply(self, adds: list[tuple[int, list[int], int]], removes: list[int], background: bool) -> int:
         raise NotImplementedError
 
     def collect(self, weights: np.ndarray) -> Batch:
         """One rollout of n_steps by every environment with the given flat weights."""
+        batch = self._collect_once(weights)
+        # A shrink can close the last running envs while others still start: wait for them.
+        while batch.n_envs == 0 and batch.starting_envs > 0:
+            time.sleep(0.05)
+            batch = self._collect_once(weights)
+        return batch
+
+    def _collect_once(self, weights: np.ndarray) -> Batch:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -219,12 +285,10 @@ class SerialPool(_Pool):
         self.worker = RolloutWorker(cfg, spec, seed=cfg.run.seed)
         self.resize(cfg.env.n_envs)
 
-    def _apply(self, adds, removes) -> int:
-        for _ in removes:
-            self.worker.remove_group()
-        return sum(self.worker.add_group(ids, seed) for _, ids, seed in adds)
+    def _apply(self, adds, removes, background) -> int:
+        return self.worker.resize_groups([(ids, seed) for _, ids, seed in adds], len(removes), background)
 
-    def collect(self, weights: np.ndarray) -> Batch:
+    def _collect_once(self, weights: np.ndarray) -> Batch:
         return self.worker.rollout(weights, self.cfg.agent.n_steps)
 
     def close(self) -> None:
@@ -289,6 +353,7 @@ class RayPool(_Pool):
         self.actor_cpus = min(1.0, cluster_cpus / cfg.run.n_actors)
         self.spec = spec
         self.failures = 0
+        self.unconfirmed: list = []  # background resize orders not yet confirmed
         self.actors = [self._new_actor(i) for i in range(cfg.run.n_actors)]
         self.resize(cfg.env.n_envs)
 
@@ -300,13 +365,22 @@ class RayPool(_Pool):
         seed = self.cfg.run.seed * 7919 + index + 1_000 * self.failures
         return remote.remote(self.cfg, self.spec, seed, 1)
 
-    def _apply(self, adds, removes) -> int:
+    def _apply(self, adds, removes, background) -> int:
         import ray
 
-        refs = [self.actors[w].remove_group.remote() for w in removes]
-        refs_add = [self.actors[w].add_group.remote(ids, seed) for w, ids, seed in adds]
-        ray.get(refs)
-        return sum(ray.get(refs_add))
+        refs = []
+        for w, actor in enumerate(self.actors):
+            mine = [(ids, seed) for worker, ids, seed in adds if worker == w]
+            n_removes = removes.count(w)
+            if mine or n_removes:
+                refs.append(actor.resize_groups.remote(mine, n_removes, background))
+        if background:
+            # Not waited for: an actor runs its calls in order, so the order is taken
+            # before its next rollout, and starting emulators hold the GIL of the actor
+            # for a moment (ALE's constructor), which would otherwise block this loop.
+            self.unconfirmed.extend(refs)
+            return 0
+        return sum(ray.get(refs))
 
     def _replace(self, w: int) -> None:
         """A new actor in slot w with as many fresh vector envs as the dead one had."""
@@ -324,7 +398,7 @@ class RayPool(_Pool):
                 for _ in range(self.worker_groups[w])]
         self.warmup_steps += sum(ray.get(adds))
 
-    def collect(self, weights: np.ndarray) -> Batch:
+    def _collect_once(self, weights: np.ndarray) -> Batch:
         import ray
         from ray.exceptions import RayActorError
 
@@ -341,6 +415,13 @@ class RayPool(_Pool):
             except RayActorError:
                 self._replace(w)
                 pending[w] = self.actors[w].rollout.remote(weights_ref, n_steps)
+        # Done by now (each ran before its actor's rollout); a dead actor's order is moot.
+        unconfirmed, self.unconfirmed = self.unconfirmed, []
+        for ref in unconfirmed:
+            try:
+                ray.get(ref)
+            except RayActorError:
+                pass
         return Batch.concat([fragments[w] for w in sorted(fragments)])
 
     def close(self) -> None:

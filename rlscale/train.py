@@ -159,17 +159,21 @@ def train_loop(run: Run) -> None:
                 f"stopped with checkpoint {path}; lower --lr or check the environment's rewards"
             )
         c.agent_steps += batch.size
+        c.warmup_steps += batch.warmup_steps
         c.examples += learner.examples(batch.size)
+        stop = False
         for ep in batch.episodes:
             c.episodes += 1
             run.logger.episode(ep.episode_return, ep.length, c.agent_steps)
-        stop = _check_goals(run)
+            # After every episode, not every update: the mean of the last 20 may cross
+            # a goal mid-batch and fall back by the batch's last episode.
+            stop = _check_goals(run) or stop
 
         decision = run.controller.step(c.n_envs, learner.b_simple(cfg.control.signal),
                                        batch.size, learner.lr)
         resize_seconds = None
         if decision.n_envs != c.n_envs:
-            report = run.pool.resize(decision.n_envs)
+            report = run.pool.resize(decision.n_envs, background=True)
             resize_seconds = report.seconds
             c.warmup_steps += report.warmup_steps
             print(f"resize {c.n_envs} -> {decision.n_envs} envs ({decision.reason}); "
@@ -183,20 +187,24 @@ def train_loop(run: Run) -> None:
             steps_per_s = (c.agent_steps - last_steps) / (now - last_sec)
             last_sec, last_steps = now, c.agent_steps
         metrics.update({
-            "batch/n_envs": c.n_envs, "batch/size": c.n_envs * cfg.agent.n_steps,
-            "batch/optimizer_batch": c.n_envs * cfg.observations_per_env,
+            # n_envs counts environments still starting up; size is what this update trained on.
+            "batch/n_envs": c.n_envs, "batch/starting_envs": batch.starting_envs,
+            "batch/size": batch.size,
+            "batch/optimizer_batch": batch.n_envs * cfg.observations_per_env,
             "perf/steps_per_s": steps_per_s, "perf/rollout_seconds": rollout_done - start,
             "perf/learner_seconds": learned - rollout_done,
             "train/updates": learner.updates, "train/examples": c.examples,
+            "perf/wall_seconds": c.wall_seconds,
         })
         if decision.target_batch is not None:
             metrics["batch/target"] = decision.target_batch
         if resize_seconds is not None:
             metrics["batch/resize_seconds"] = resize_seconds
         run.logger.scalars(metrics, c.agent_steps)
-        run.logger.progress(c.agent_steps, total, steps_per_s, c.n_envs,
+        run.logger.progress(c.agent_steps, total, steps_per_s, batch.n_envs,
                             learner.b_simple(cfg.control.signal) if cfg.noise.measure_noise else None,
-                            signal_name, metrics.get("train/lr", learner.lr), interval=cfg.run.log_interval)
+                            signal_name, metrics.get("train/lr", learner.lr), interval=cfg.run.log_interval,
+                            starting_envs=batch.starting_envs)
         if learner.updates % cfg.run.checkpoint_every == 0:
             save_checkpoint(run)
         if stop:

@@ -2,15 +2,25 @@
 
     python scripts/bench_resize.py [--repeats 3]
 
-Each grow includes the new environments' random warm-up (0-500 random agent
-steps each, paper A.4.2), which is most of its cost; a shrink closes vector
-envs. Prints seconds per resize and the warm-up steps taken.
+Two ways of growing, side by side in one run:
+
+* blocking:   the pool builds the new environments and runs their random
+  warm-up (0-500 random agent steps each, paper A.4.2) before returning;
+* background: what training uses. The workers build and warm up the new
+  environments on a thread while they keep stepping the old ones; the call
+  returns once every worker has taken the order, and the environments join
+  the batch a few updates later.
+
+For each resize it prints the seconds the training loop is blocked, and for
+background grows also the seconds and updates until the batch has its new
+size. A shrink closes vector envs (or drops ones still starting).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import time
 
 from rlscale.config import build_config
 from rlscale.env import probe_spec
@@ -27,24 +37,31 @@ def main() -> None:
     weights = flat_weights(build_network(spec, "auto", 64))
     pool = RayPool(cfg, spec)
     plan = [(16, 32), (32, 16), (16, 64), (64, 16)]
-    seconds: dict[tuple[int, int], list[float]] = {step: [] for step in plan}
-    warmups: dict[tuple[int, int], list[int]] = {step: [] for step in plan}
+    rows: dict[tuple[str, int, int], list[tuple[float, float, int]]] = {}
     try:
         pool.collect(weights)
         for _ in range(args.repeats):
-            for before, after in plan:
-                assert pool.n_envs == before
-                report = pool.resize(after)
-                pool.collect(weights)  # the next update works at the new size
-                seconds[(before, after)].append(report.seconds)
-                warmups[(before, after)].append(report.warmup_steps)
+            for mode in ("blocking", "background"):
+                for before, after in plan:
+                    assert pool.n_envs == before
+                    start = time.perf_counter()
+                    report = pool.resize(after, background=mode == "background")
+                    updates = 0
+                    while True:  # until the batch has its new size
+                        batch = pool.collect(weights)
+                        updates += 1
+                        if batch.n_envs == after:
+                            break
+                    full = time.perf_counter() - start
+                    rows.setdefault((mode, before, after), []).append((report.seconds, full, updates))
     finally:
         pool.close()
-    print(f"Pong, 2 Ray actors, median of {args.repeats}")
-    print(f"{'resize':>10s} {'seconds':>8s} {'max':>6s} {'warm-up steps':>14s}")
-    for step in plan:
-        print(f"{step[0]:>4d} -> {step[1]:<3d} {statistics.median(seconds[step]):8.2f} "
-              f"{max(seconds[step]):6.2f} {statistics.median(warmups[step]):14,.0f}")
+    print(f"Pong, 2 Ray actors, vector envs of {cfg.env.vector_size}, median of {args.repeats}")
+    print(f"{'mode':>10s} {'resize':>10s} {'blocked s':>10s} {'max':>6s} {'to full size s':>15s} {'updates':>8s}")
+    for (mode, before, after), values in rows.items():
+        blocked = [v[0] for v in values]
+        print(f"{mode:>10s} {before:>4d} -> {after:<3d} {statistics.median(blocked):10.2f} {max(blocked):6.2f} "
+              f"{statistics.median(v[1] for v in values):15.2f} {statistics.median(v[2] for v in values):8.0f}")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rlscale.events import read_scalars, rolling_mean
+from rlscale.events import read_scalars
+from rlscale.goals import rolling_mean
 
 
 def main() -> None:

@@ -99,10 +99,18 @@ def test_resize_keeps_layout_and_loses_or_duplicates_no_episode(ray_instance):
     steps: Counter = Counter()
     try:
         for n_envs in (2, 32, 4):
-            report = pool.resize(n_envs)
+            report = pool.resize(n_envs, background=True)
             assert report.n_envs_after == n_envs == pool.n_envs
+            # New environments start in the background and join within a few updates;
+            # every batch until then is consistent, just narrower.
+            for _ in range(200):
+                batch = episode_ledger(pool, weights, 1, ledger, dones, steps)
+                assert batch.n_envs + batch.starting_envs == n_envs
+                if batch.n_envs == n_envs:
+                    break
             batch = episode_ledger(pool, weights, 12, ledger, dones, steps)
             check_layout(batch, 5, n_envs, spec.obs_shape)
+            assert batch.starting_envs == 0
         # Every done flag the learner saw is exactly one reported episode of that env...
         assert {e: len(v) for e, v in ledger.items()} == {e: n for e, n in dones.items() if n}
         # ...and no env reported more steps of play than it took.
@@ -111,6 +119,34 @@ def test_resize_keeps_layout_and_loses_or_duplicates_no_episode(ray_instance):
         # The grown envs played (ids 2..31), and after the shrink only 4 remain.
         assert max(ledger) > 2 and set(ledger) <= set(range(32))
         assert set(batch.env_ids.tolist()) <= set(range(32)) and batch.n_envs == 4
+    finally:
+        pool.close()
+
+
+def test_background_grow_joins_with_its_warmup_counted():
+    """Atari envs built on the worker's thread join the batch once warmed up."""
+    cfg = build_config("pong", None, {"n_envs": 4, "warmup_max_steps": 50, "noise_groups": 2})
+    spec, weights = weights_for(cfg)
+    pool = SerialPool(cfg, spec)
+    try:
+        first_warmup = pool.warmup_steps
+        assert pool.resize(12, background=True).warmup_steps == 0
+        joined, shapes = 0, []
+        for _ in range(500):
+            batch = pool.collect(weights)
+            shapes.append(batch.n_envs)
+            joined += batch.warmup_steps
+            if batch.n_envs == 12:
+                break
+        assert shapes[-1] == 12 and shapes == sorted(shapes)  # envs only join, in order
+        assert 0 < joined <= 8 * 50  # the new envs' random steps, reported once
+        assert first_warmup > 0
+        # Shrinking while a grow is still starting drops the starting envs first.
+        pool.resize(20, background=True)
+        pool.resize(12, background=True)
+        for _ in range(20):
+            batch = pool.collect(weights)
+        assert batch.n_envs == 12 and batch.starting_envs == 0
     finally:
         pool.close()
 
@@ -156,5 +192,19 @@ def test_too_many_actor_failures_stop_with_a_clear_error(ray_instance):
         ray.kill(pool.actors[1], no_restart=True)
         with pytest.raises(ActorFailures, match="2 rollout actor failures"):
             pool.collect(weights)
+    finally:
+        pool.close()
+
+
+def test_shrink_that_leaves_only_starting_envs_waits_for_them():
+    cfg = cartpole(n_envs=2, vector_size=2, warmup_max_steps=200, noise_groups=2, min_envs=2)
+    spec, weights = weights_for(cfg)
+    pool = SerialPool(cfg, spec)
+    try:
+        pool.resize(4, background=True)  # the new pair starts on the builder thread...
+        pool.worker.groups, old = pool.worker.groups[1:], pool.worker.groups[0]
+        old.close()  # ...and the running pair is gone: only the starting pair is left
+        batch = pool.collect(weights)
+        assert batch.n_envs == 2 and batch.starting_envs == 0
     finally:
         pool.close()

@@ -1,0 +1,159 @@
+"""Evaluation and comparison of trained runs: real training, real environments, real files."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from rlscale.config import EnvConfig
+from rlscale.env import EnvGroup
+from rlscale.evaluate import evaluate, load_agent, quotas
+from rlscale.video import VideoWriter
+from tests.conftest import run_command
+from tests.test_cli import assert_one_line_error
+
+GOALS = ["30", "60"]
+
+
+@pytest.fixture(scope="module")
+def trained_runs(tmp_path_factory) -> list[Path]:
+    """Two short CartPole A2C runs (serial: no Ray needed for this)."""
+    runs = []
+    for seed in (1, 2):
+        run_dir = tmp_path_factory.mktemp("runs") / f"cartpole-seed{seed}"
+        result = run_command(["rlscale.train", "cartpole", "--serial", "--total-frames", "20000",
+                              "--seed", str(seed), "--goals", *GOALS, "--run-dir", str(run_dir)])
+        assert result.returncode == 0, result.stderr
+        runs.append(run_dir)
+    return runs
+
+
+def test_quotas_are_fixed_and_even():
+    assert quotas(10, 4).tolist() == [3, 3, 2, 2]
+    assert quotas(3, 3).tolist() == [1, 1, 1]
+
+
+def test_evaluation_plays_the_asked_episodes_with_unclipped_returns(trained_runs):
+    agent = load_agent(trained_runs[0])
+    assert agent.agent_steps == 20_000
+    result = evaluate(agent, episodes=7, n_envs=3)
+    assert len(result.episodes) == 7
+    # Each environment played exactly its quota, decided before playing.
+    counts = np.bincount([e.env_id for e in result.episodes], minlength=3)
+    assert counts.tolist() == quotas(7, 3).tolist()
+    # CartPole pays 1 per step: the return is the length, capped at 500.
+    assert (result.returns == result.lengths).all()
+    assert ((result.lengths >= 1) & (result.lengths <= 500)).all()
+
+
+def test_deterministic_evaluation_repeats_exactly(trained_runs):
+    agent = load_agent(trained_runs[0])
+    a = evaluate(agent, episodes=3, deterministic=True, n_envs=3, seed=5)
+    b = evaluate(agent, episodes=3, deterministic=True, n_envs=3, seed=5)
+    assert sorted(a.returns) == sorted(b.returns)
+
+
+def test_video_decodes_back_with_one_frame_per_step(trained_runs, tmp_path):
+    out, report = tmp_path / "cartpole.mp4", tmp_path / "eval.json"
+    result = run_command(["rlscale.evaluate", str(trained_runs[0]), "--episodes", "2",
+                          "--n-envs", "1", "--video", str(out), "--json", str(report)], timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "return" in result.stdout and "over 2 episodes" in result.stdout
+    assert not list(tmp_path.glob(".*tmp*")), "temporary video left behind"
+    # One environment: the video is its first episode, a frame per agent step
+    # (the reset frame, then every step but the final one).
+    episodes = json.loads(report.read_text())["episodes"]
+    assert len(episodes) == 2
+    first_length = episodes[0]["length"]
+    with av.open(str(out)) as container:
+        stream = container.streams.video[0]
+        frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    assert stream.codec_context.name == "h264"
+    assert len(frames) == first_length > 1
+    assert frames[0].shape == (400, 600, 3)  # CartPole's 600x400 render, already 400 tall
+    assert frames[0].std() > 0  # a picture, not a blank
+
+
+def test_atari_colour_twin_replays_the_same_game():
+    """The video of an Atari game comes from a second emulator fed the same actions."""
+    cfg = EnvConfig(env_id="ALE/Pong-v5", warmup_max_steps=0)
+    plain, rendered = EnvGroup(cfg, [0, 1], seed=3), EnvGroup(cfg, [0, 1], seed=3, render=True)
+    rng = np.random.default_rng(0)
+    rewards = 0.0
+    try:
+        for _ in range(1500):
+            actions = rng.integers(0, 6, size=2)
+            a, b = plain.step(actions), rendered.step(actions)
+            np.testing.assert_array_equal(a.obs, b.obs)
+            np.testing.assert_array_equal(a.reward, b.reward)
+            rewards += np.abs(a.reward).sum()
+            # The rendered frame is the game the agent sees, in colour.
+            gray = rendered.frame(0).astype(float) @ [0.299, 0.587, 0.114]
+            assert abs(gray.mean() - a.obs[0, -1].mean()) < 3.0
+        assert rendered.frame(1).shape == (210, 160, 3)
+        assert rewards > 0  # points were scored, so the two games were compared on something
+    finally:
+        plain.close()
+        rendered.close()
+
+
+def test_video_writer_pads_odd_frames(tmp_path):
+    out = tmp_path / "odd.mp4"
+    with VideoWriter(out, fps=10, min_height=1) as writer:
+        for i in range(5):
+            writer.add(np.full((33, 47, 3), 40 * i, dtype=np.uint8))
+    with av.open(str(out)) as container:
+        frames = list(container.decode(video=0))
+    assert len(frames) == 5
+    assert (frames[0].height, frames[0].width) == (34, 48)
+
+
+def test_compare_writes_table_csv_and_png_that_agree_with_training(trained_runs, tmp_path):
+    png, table = tmp_path / "cmp.png", tmp_path / "cmp.csv"
+    result = run_command(["rlscale.compare", *map(str, trained_runs), "--goals", *GOALS,
+                          "--out", str(png), "--csv", str(table)], timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "cartpole-seed1" in result.stdout and "goal 30: agent steps" in result.stdout
+    assert png.stat().st_size > 10_000
+    rows = list(csv.DictReader(table.open()))
+    assert [r["run"] for r in rows] == ["cartpole-seed1", "cartpole-seed2"]
+    for row, run_dir in zip(rows, trained_runs, strict=True):
+        summary = json.loads((run_dir / "summary.json").read_text())
+        # compare reads the same goal crossings the training loop printed.
+        for goal in GOALS:
+            hit = summary["goals"].get(goal)
+            if hit is None:
+                assert row[f"goal {goal}: agent steps"] == "-"
+            else:
+                assert row[f"goal {goal}: agent steps"] == f"{hit['agent_steps']:,}"
+                assert row[f"goal {goal}: optimizer steps"] == f"{hit['updates']:,}"
+        assert row["agent steps"] == "20,000"
+
+
+def test_evaluate_and_compare_bad_input(trained_runs, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cases = [
+        (["rlscale.evaluate", str(tmp_path / "nope")], ["does not exist"]),
+        (["rlscale.evaluate", str(empty)], ["no checkpoint"]),
+        (["rlscale.evaluate", str(trained_runs[0]), "--video", str(tmp_path / "x.avi")], ["must end in .mp4"]),
+        (["rlscale.evaluate", str(trained_runs[0]), "--video", str(tmp_path / "no" / "x.mp4")],
+         ["does not exist"]),
+        (["rlscale.evaluate", str(trained_runs[0]), "--env", "Acrobot-v1"], ["trained on CartPole-v1"]),
+        (["rlscale.evaluate", str(trained_runs[0]), "--episodes", "0"], ["--episodes"]),
+        (["rlscale.compare", str(empty)], ["no run directories"]),
+        (["rlscale.compare", str(trained_runs[0]), "--out", str(tmp_path / "x.jpg")], ["must end in .png"]),
+    ]
+    for args, fragments in cases:
+        assert_one_line_error(run_command(args, timeout=120), *fragments)
+
+
+def test_corrupt_checkpoint_is_one_line(trained_runs, tmp_path):
+    bad = tmp_path / "ckpt-000000000001.pt"
+    bad.write_bytes(b"not a checkpoint")
+    assert_one_line_error(run_command(["rlscale.evaluate", str(bad)], timeout=60), "corrupt")
