@@ -38,10 +38,11 @@ class RunLogger:
 
     def progress(self, step: int, total: int, steps_per_s: float, n_envs: int,
                  signal: float | None, signal_name: str, lr: float, force: bool = False,
-                 interval: float = 10.0, starting_envs: int = 0) -> None:
+                 interval: float = 10.0, starting_envs: int = 0) -> bool:
+        """Print a progress line if ``interval`` seconds passed; True when it printed."""
         now = time.monotonic()
         if not force and now - self.last_print < interval:
-            return
+            return False
         self.last_print = now
         mean = self.mean_return
         print(
@@ -51,6 +52,7 @@ class RunLogger:
             + (f" (+{starting_envs} starting)" if starting_envs else "") + f"  lr {lr:.2e}",
             flush=True,
         )
+        return True
 
     def flush(self) -> None:
         self.writer.flush()

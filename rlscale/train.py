@@ -11,10 +11,12 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -69,6 +71,9 @@ class Run:
     pool: Any
     logger: RunLogger
     counters: Counters
+    # Called with a few headline numbers at every progress line (the sweep reports them to Ray Tune).
+    on_progress: Callable[[dict[str, float]], None] | None = None
+    finished: bool = False  # the budget or --stop-return was reached
 
 
 def default_run_dir(cfg: Config) -> Path:
@@ -115,7 +120,8 @@ def save_checkpoint(run: Run) -> Path:
 
 def write_summary(run: Run) -> None:
     summary = {**asdict(run.counters), "updates": run.learner.updates,
-               "mean_return": run.logger.mean_return, "env_id": run.cfg.env.env_id}
+               "mean_return": run.logger.mean_return, "env_id": run.cfg.env.env_id,
+               "finished": run.finished}
     tmp = run.run_dir / f".{SUMMARY_FILE}.tmp"
     tmp.write_text(json.dumps(summary, indent=2))
     os.replace(tmp, run.run_dir / SUMMARY_FILE)
@@ -201,31 +207,51 @@ def train_loop(run: Run) -> None:
         if resize_seconds is not None:
             metrics["batch/resize_seconds"] = resize_seconds
         run.logger.scalars(metrics, c.agent_steps)
-        run.logger.progress(c.agent_steps, total, steps_per_s, batch.n_envs,
+        printed = run.logger.progress(c.agent_steps, total, steps_per_s, batch.n_envs,
                             learner.b_simple(cfg.control.signal) if cfg.noise.measure_noise else None,
                             signal_name, metrics.get("train/lr", learner.lr), interval=cfg.run.log_interval,
                             starting_envs=batch.starting_envs)
+        if printed and run.on_progress is not None:
+            run.on_progress(headline(run))
         if learner.updates % cfg.run.checkpoint_every == 0:
             save_checkpoint(run)
         if stop:
             break
+    run.finished = True
+
+
+def headline(run: Run) -> dict[str, float]:
+    c = run.counters
+    out = {"agent_steps": c.agent_steps, "updates": run.learner.updates, "n_envs": c.n_envs,
+           "episodes": c.episodes, "wall_seconds": round(c.wall_seconds, 1)}
+    if run.logger.mean_return is not None:
+        out["mean_return"] = run.logger.mean_return
+    signal_value = run.learner.b_simple(run.cfg.control.signal)
+    if signal_value is not None:
+        out["b_simple"] = signal_value
+    return out
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handler API
     raise KeyboardInterrupt
 
 
-def run_training(cfg: Config, run_dir: Path, state: dict[str, Any] | None = None) -> int:
+def run_training(cfg: Config, run_dir: Path, state: dict[str, Any] | None = None,
+                 on_progress: Callable[[dict[str, float]], None] | None = None) -> int:
     writable_dir(run_dir)
     print(f"run directory: {run_dir}", flush=True)
     print(f"watch it:      tensorboard --logdir {run_dir.parent}", flush=True)
     (run_dir / CONFIG_FILE).write_text(dumps_toml(cfg))
     # Both handlers explicitly: a process started with SIGINT ignored (a background
     # job of a non-interactive shell) would otherwise never see Ctrl-C.
-    previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # Only the main thread may set handlers (a Ray Tune trial runs in another one).
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = ({sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+                if main_thread else {})
     run: Run | None = None
     try:
         run = build(cfg, run_dir, state)
+        run.on_progress = on_progress
         c = run.counters
         mode = "serial" if cfg.run.serial else f"{cfg.run.n_actors} Ray actors"
         print(f"{cfg.env.env_id} | {cfg.agent.algo} | {c.n_envs} envs x {cfg.agent.n_steps} steps "
@@ -236,6 +262,8 @@ def run_training(cfg: Config, run_dir: Path, state: dict[str, Any] | None = None
         run.logger.progress(c.agent_steps, cfg.total_agent_steps, c.agent_steps / max(c.wall_seconds, 1e-9),
                             c.n_envs, run.learner.b_simple(cfg.control.signal), cfg.control.signal,
                             run.learner.lr, force=True)
+        if on_progress is not None:
+            on_progress(headline(run))
         print(f"done: {c.agent_steps:,} agent steps, {run.learner.updates:,} updates, "
               f"{c.episodes:,} episodes in {c.wall_seconds / 60:.1f} min; checkpoint {path}", flush=True)
         return 0

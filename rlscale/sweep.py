@@ -1,0 +1,196 @@
+"""``python -m rlscale.sweep <env> --batch-sizes …``: a grid of fixed-batch runs with Ray Tune.
+
+The data for the Pareto fronts and the critical batch size (paper section 4,
+appendix A.3): one training run per (batch size, learning rate, seed), each in
+its own run directory under one sweep directory, run as Ray Tune trials on the
+embedded Ray or on a cluster (``--address``). Batch sizes are in observations
+per optimizer step (n_envs x n_steps for A2C; that divided by the minibatch
+count for PPO). A trial steps its environments in its own process (one CPU,
+one torch thread); the parallelism is across trials.
+
+Safe to re-run: a trial whose run directory says it finished is skipped, and an
+interrupted one resumes from its last checkpoint. Each trial stops at its
+frame budget or when the mean return reaches the highest goal (``--stop-return``
+overrides), since nothing past the last goal enters the fit.
+
+Then: ``python -m rlscale.pareto <sweep dir>``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlscale.cli import Parser, writable_dir
+from rlscale.config import Config, add_config_flags, build_config, overrides_from_args
+from rlscale.env import check_env_id
+from rlscale.errors import UserError, exits_cleanly
+
+SWEEP_FILE = "sweep.json"
+
+
+@dataclass(frozen=True)
+class Trial:
+    batch_size: int
+    lr: float
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"b{self.batch_size}-lr{self.lr:g}-s{self.seed}"
+
+
+def trial_config(env: str, agent: str | None, overrides: dict[str, Any], trial: Trial, run_dir: Path) -> Config:
+    """The fixed-batch run of one grid point; raises UserError for batch sizes the agent cannot make."""
+    base = build_config(env, agent, overrides)
+    per_env = base.observations_per_env
+    n_envs = trial.batch_size / per_env
+    if n_envs != int(n_envs) or n_envs < 1:
+        raise UserError(
+            f"batch size {trial.batch_size} is not a whole number of environments "
+            f"({per_env:g} observations per environment per optimizer step); pick multiples of {per_env:g}"
+        )
+    n_envs = int(n_envs)
+    trial_overrides = {
+        **overrides,
+        "n_envs": n_envs, "vector_size": n_envs,  # one vector env; fixed runs never resize
+        "lr": trial.lr, "seed": trial.seed, "batch": "fixed", "serial": True, "learner_threads": 1,
+        "run_dir": str(run_dir),
+        "min_envs": n_envs, "max_envs": n_envs,
+    }
+    if n_envs < 2:
+        trial_overrides["measure_noise"] = False  # two groups of environments at least
+    else:
+        trial_overrides["noise_groups"] = min(base.noise.noise_groups, n_envs)
+    if "log_interval" not in overrides:
+        trial_overrides["log_interval"] = 60.0  # Ray Tune shows the trials' progress; keep logs short
+    if "stop_return" not in overrides and base.env.goals:
+        trial_overrides["stop_return"] = max(base.env.goals)
+    return build_config(env, agent, trial_overrides)
+
+
+def trial_state(run_dir: Path) -> str:
+    """'finished', 'resumable' (checkpoint but not finished) or 'new'."""
+    summary = run_dir / "summary.json"
+    if summary.is_file() and json.loads(summary.read_text()).get("finished"):
+        return "finished"
+    if list((run_dir / "checkpoints").glob("ckpt-*.pt")):
+        return "resumable"
+    return "new"
+
+
+def _run_trial(params: dict[str, Any], plans: dict[str, tuple[str, bool]]) -> None:
+    """The Ray Tune trainable: one training run, reporting its headline numbers."""
+    from ray import tune
+
+    from rlscale import checkpoint
+    from rlscale.config import loads_saved
+    from rlscale.train import run_training
+
+    config_text, resume = plans[params["name"]]
+    cfg = loads_saved(config_text, params["name"])
+    run_dir = Path(cfg.run.run_dir)
+    state = checkpoint.load(checkpoint.latest(run_dir)) if resume else None
+    code = run_training(cfg, run_dir, state, on_progress=tune.report)
+    if code != 0:
+        raise RuntimeError(f"trial {params['name']} stopped with exit code {code}")
+
+
+def run_sweep(env: str, agent: str | None, overrides: dict[str, Any], trials: list[Trial],
+              sweep_dir: Path, address: str, max_concurrent: int | None) -> int:
+    import ray
+    from ray import tune
+
+    from rlscale.config import dumps_toml
+
+    writable_dir(sweep_dir)
+    planned = []
+    for trial in trials:
+        run_dir = (sweep_dir / trial.name).resolve()
+        cfg = trial_config(env, agent, overrides, trial, run_dir)
+        planned.append((trial, cfg, trial_state(run_dir)))
+    (sweep_dir / SWEEP_FILE).write_text(json.dumps({
+        "env": env, "agent": agent, "overrides": overrides,
+        "trials": [{"name": t.name, "batch_size": t.batch_size, "lr": t.lr, "seed": t.seed} for t in trials],
+    }, indent=2))
+    todo = [(t, cfg, state) for t, cfg, state in planned if state != "finished"]
+    done = len(planned) - len(todo)
+    print(f"sweep directory: {sweep_dir}  ({len(planned)} trials: {done} finished, "
+          f"{sum(s == 'resumable' for *_, s in todo)} to resume, {sum(s == 'new' for *_, s in todo)} new)",
+          flush=True)
+    if not todo:
+        print(f"nothing to do; analyse with: python -m rlscale.pareto {sweep_dir}")
+        return 0
+    owns_ray = not ray.is_initialized()
+    if owns_ray:
+        from rlscale.rollout import init_ray
+
+        init_ray(address)
+    try:
+        plans = {t.name: (dumps_toml(cfg), state == "resumable") for t, cfg, state in todo}
+        tuner = tune.Tuner(
+            tune.with_resources(tune.with_parameters(_run_trial, plans=plans), {"cpu": 1}),
+            param_space={"name": tune.grid_search(list(plans))},
+            tune_config=tune.TuneConfig(
+                max_concurrent_trials=max_concurrent,
+                trial_name_creator=lambda t: t.config["name"],
+                trial_dirname_creator=lambda t: t.config["name"],
+            ),
+            run_config=tune.RunConfig(name="tune", storage_path=str((sweep_dir / ".tune").resolve()),
+                                      verbose=1),
+        )
+        results = tuner.fit()
+    finally:
+        if owns_ray:
+            ray.shutdown()
+    failed = [r for r in results if r.error is not None]
+    print(f"{len(todo) - len(failed)} of {len(todo)} trials finished; analyse with: "
+          f"python -m rlscale.pareto {sweep_dir}")
+    for result in failed:
+        print(f"failed: {result.path}: {str(result.error).splitlines()[0]}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def parser() -> Parser:
+    p = Parser(prog="python -m rlscale.sweep", description=__doc__.splitlines()[0])
+    p.add_argument("env", help="preset (cartpole, pong, …) or gymnasium id")
+    p.add_argument("--agent", help="agent preset from agents/ (default: the env's, else a2c)")
+    p.add_argument("--batch-sizes", type=int, nargs="+", required=True,
+                   help="observations per optimizer step, e.g. 10 20 40 80 160 (A2C: multiples of n_steps)")
+    p.add_argument("--lrs", type=float, nargs="+", help="learning rates (default: the preset's)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds (default: 0)")
+    p.add_argument("--sweep-dir", type=Path, help="where the trials' run directories go "
+                   "(default: runs/sweep-<env>-<agent>)")
+    p.add_argument("--max-concurrent", type=int, help="trials at once (default: one per CPU)")
+    add_config_flags(p)
+    return p
+
+
+@exits_cleanly
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    overrides = overrides_from_args(args)
+    for forbidden in ("n_envs", "lr", "seed", "run_dir", "batch", "serial"):
+        if forbidden in overrides:
+            raise UserError(f"--{forbidden.replace('_', '-')} is set per trial by the sweep; "
+                            "use --batch-sizes, --lrs and --seeds")
+    if any(b <= 0 for b in args.batch_sizes) or any(lr <= 0 for lr in args.lrs or []):
+        raise UserError("--batch-sizes and --lrs must be positive")
+    base = build_config(args.env, args.agent, overrides)
+    check_env_id(base.env.env_id)
+    lrs = args.lrs or [base.agent.lr]
+    trials = [Trial(b, lr, s) for b in sorted(set(args.batch_sizes)) for lr in sorted(set(lrs))
+              for s in sorted(set(args.seeds))]
+    for trial in trials:  # every grid point must make a valid config before anything runs
+        trial_config(args.env, args.agent, overrides, trial, Path("unused"))
+    name = args.env.replace(".toml", "").replace("/", "-").lower()
+    sweep_dir = args.sweep_dir or Path("runs") / f"sweep-{name}-{base.agent.algo}"
+    return run_sweep(args.env, args.agent, overrides, trials, sweep_dir, base.run.address,
+                     args.max_concurrent)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
