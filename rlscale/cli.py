@@ -17,7 +17,7 @@ class Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
-def writable_dir(path: Path) -> Path:
+def writable_dir(path: Path, flag: str = "--run-dir") -> Path:
     """Create ``path`` if needed and check that files can be written in it."""
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -26,6 +26,6 @@ def writable_dir(path: Path) -> Path:
         probe.unlink()
     except OSError as err:
         raise UserError(
-            f"cannot write to {path} ({err.strerror}); choose another directory with --run-dir"
+            f"cannot write to {path} ({err.strerror}); choose another directory with {flag}"
         ) from None
     return path

@@ -106,7 +106,7 @@ def run_sweep(env: str, agent: str | None, overrides: dict[str, Any], trials: li
 
     from rlscale.config import dumps_toml
 
-    writable_dir(sweep_dir)
+    writable_dir(sweep_dir, "--sweep-dir")
     planned = []
     for trial in trials:
         run_dir = (sweep_dir / trial.name).resolve()

@@ -1,0 +1,99 @@
+"""The sweep and Pareto commands end to end on a tiny real CartPole sweep (Ray Tune, real runs)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from rlscale.goals import first_crossing, smoothed_returns
+from rlscale.sweep import trial_state
+from tests.conftest import run_command
+from tests.test_cli import assert_one_line_error
+
+GOALS = ["25", "40"]
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("sweep") / "cartpole"
+    result = run_command(["rlscale.sweep", "cartpole", "--batch-sizes", "10", "20", "40",
+                          "--total-frames", "12000", "--goals", *GOALS, "--sweep-dir", str(folder)],
+                         timeout=280)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return folder
+
+
+def test_goal_crossing_on_hand_made_curves():
+    returns = np.array([0, 0, 10, 10, 10, 30, 30, 0, 50, 50], dtype=float)
+    steps = np.arange(10) * 100
+    # Windows of 2: means 0, 5, 10, 10, 20, 30, 15, 25, 50
+    np.testing.assert_allclose(smoothed_returns(returns, 2)[1:], [0, 5, 10, 10, 20, 30, 15, 25, 50])
+    assert np.isnan(smoothed_returns(returns, 2)[0])
+    assert first_crossing(steps, returns, 20, window=2) == 500  # first full window with mean >= 20
+    assert first_crossing(steps, returns, 30, window=2) == 600
+    assert first_crossing(steps, returns, 50, window=2) == 900
+    assert first_crossing(steps, returns, 51, window=2) is None
+    # A single lucky episode does not count before a full window exists.
+    assert first_crossing(steps[:1], np.array([100.0]), 50, window=2) is None
+
+
+def test_sweep_runs_every_trial_in_its_own_directory(sweep_dir):
+    trials = sorted(p.name for p in sweep_dir.iterdir() if (p / "config.toml").is_file())
+    assert trials == ["b10-lr0.0007-s0", "b20-lr0.0007-s0", "b40-lr0.0007-s0"]
+    for name, n_envs in zip(trials, (2, 4, 8), strict=True):
+        summary = json.loads((sweep_dir / name / "summary.json").read_text())
+        assert summary["finished"] and summary["n_envs"] == n_envs
+        assert trial_state(sweep_dir / name) == "finished"
+    assert json.loads((sweep_dir / "sweep.json").read_text())["trials"][0]["batch_size"] == 10
+
+
+def test_sweep_rerun_skips_finished_trials(sweep_dir):
+    result = run_command(["rlscale.sweep", "cartpole", "--batch-sizes", "10", "20", "40",
+                          "--total-frames", "12000", "--goals", *GOALS, "--sweep-dir", str(sweep_dir)],
+                         timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "3 finished, 0 to resume, 0 new" in result.stdout and "nothing to do" in result.stdout
+
+
+def test_pareto_writes_table_csv_and_plots(sweep_dir, tmp_path):
+    result = run_command(["rlscale.pareto", str(sweep_dir), "--goals", *GOALS, "--out-dir", str(tmp_path)],
+                         timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "3 fixed-batch runs at 3 batch sizes" in result.stdout
+    rows = {r["goal"]: r for r in csv.DictReader((tmp_path / "pareto.csv").open())}
+    assert set(rows) == set(GOALS)
+    fitted = [r for r in rows.values() if r["B_crit"] != "-"]
+    for row in fitted:  # the fitted numbers are consistent with each other
+        s_min, e_min = (float(row[k].replace(",", "")) for k in ("S_min", "E_min"))
+        assert float(row["B_crit"].replace(",", "")) == pytest.approx(e_min / s_min, rel=0.01, abs=1)
+    for name in ("pareto_fronts.png", "bcrit_vs_bsimple.png"):
+        assert (tmp_path / name).stat().st_size > 10_000
+
+
+def test_trial_state_tells_resumable_from_finished(sweep_dir, tmp_path):
+    copy = tmp_path / "trial"
+    shutil.copytree(sweep_dir / "b40-lr0.0007-s0", copy)
+    summary = json.loads((copy / "summary.json").read_text())
+    (copy / "summary.json").write_text(json.dumps({**summary, "finished": False}))
+    assert trial_state(copy) == "resumable"
+    shutil.rmtree(copy / "checkpoints")
+    assert trial_state(copy) == "new"
+
+
+def test_sweep_and_pareto_bad_input(sweep_dir, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cases = [
+        (["rlscale.pareto", str(empty)], ["no run directories"]),
+        (["rlscale.pareto", str(sweep_dir), "--goals", "100000"], ["no run reached any goal"]),
+        (["rlscale.sweep", "cartpole", "--batch-sizes", "7"], ["batch size 7 is not a whole number"]),
+        (["rlscale.sweep", "cartpole", "--batch-sizes", "10", "--lr", "0.1"], ["set per trial"]),
+        (["rlscale.sweep", "cartpole"], ["--batch-sizes"]),
+        (["rlscale.sweep", "nonesuch", "--batch-sizes", "10"], ["unknown environment"]),
+    ]
+    for args, fragments in cases:
+        assert_one_line_error(run_command(args, timeout=60), *fragments)
