@@ -29,15 +29,16 @@ class A2CLearner(Learner):
     def update(self, batch: Batch, progress: float = 0.0) -> dict[str, float]:
         a = self.cfg.agent
         # 1. Targets: n-step returns; advantages against the acting policy's values (as Baselines).
-        returns = torch.from_numpy(nstep_returns(batch, a.gamma))
-        advantages = returns - torch.from_numpy(batch.values)
-        obs = torch.from_numpy(batch.obs)
-        actions = torch.from_numpy(batch.actions)
+        dev = self.device
+        returns = torch.from_numpy(nstep_returns(batch, a.gamma)).to(dev)
+        advantages = returns - torch.from_numpy(batch.values).to(dev)
+        obs = torch.from_numpy(batch.obs).to(dev)
+        actions = torch.from_numpy(batch.actions).to(dev)
 
         # 2. Loss of a group of whole environments (columns of the time-major batch).
         def group_loss(cols: np.ndarray):
             def loss():
-                idx = torch.from_numpy(cols)
+                idx = torch.from_numpy(cols).to(dev)
                 logits, value = self.model(obs[:, idx].flatten(0, 1))
                 dist = torch.distributions.Categorical(logits=logits)
                 logprob = dist.log_prob(actions[:, idx].flatten())

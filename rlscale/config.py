@@ -101,6 +101,8 @@ class RunConfig:
     address: str = opt("", "Ray cluster to join: auto or HOST:PORT (default: embedded Ray)")
     n_actors: int = opt(2, "Ray rollout actors")
     learner_threads: int = opt(0, "torch threads of the learner (0: all cores)")
+    learner_device: str = opt("auto", "device of the learner (auto: cuda when this machine has one)",
+                              ("auto", "cpu", "cuda"))
     log_interval: float = opt(10.0, "seconds between console progress lines")
     checkpoint_every: int = opt(500, "updates between checkpoints")
     keep_checkpoints: int = opt(3, "checkpoints kept on disk")

@@ -21,12 +21,26 @@ def env_groups(n_envs: int, k: int) -> list[np.ndarray]:
     return [cols for cols in np.array_split(np.arange(n_envs), min(k, n_envs)) if cols.size]
 
 
+def resolve_device(name: str) -> torch.device:
+    """auto -> cuda when this process sees a GPU, else cpu."""
+    from rlscale.errors import UserError
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UserError("--learner-device cuda, but torch sees no GPU here "
+                        f"(torch {torch.__version__}, CUDA build: {torch.version.cuda is not None}); "
+                        "use --learner-device cpu or run the driver on a GPU node")
+    return torch.device(name)
+
+
 class Learner:
     """Holds the model, the optimizer and one noise-scale EMA per loss part."""
 
     def __init__(self, model: torch.nn.Module, cfg: Config) -> None:
         self.model = model
         self.cfg = cfg
+        self.device = next(model.parameters()).device  # batches are moved here
         self.params = [p for p in model.parameters() if p.requires_grad]
         a = cfg.agent
         self.optimizer = make_optimizer(a.optimizer, self.params, a.lr, a.rms_alpha, a.optim_eps)

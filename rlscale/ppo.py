@@ -52,7 +52,8 @@ class PPOLearner(Learner):
         # 1. Targets: GAE advantages and returns, from the acting policy's values.
         advantages_np = gae_advantages(batch, a.gamma, a.gae_lambda)
         returns_np = advantages_np + batch.values
-        flat = lambda x: torch.from_numpy(np.ascontiguousarray(x)).flatten(0, 1)  # noqa: E731
+        dev = self.device
+        flat = lambda x: torch.from_numpy(np.ascontiguousarray(x)).to(dev).flatten(0, 1)  # noqa: E731
         obs, actions = flat(batch.obs), flat(batch.actions)
         old_logprobs, old_values = flat(batch.logprobs), flat(batch.values)
         advantages, returns = flat(advantages_np), flat(returns_np)
@@ -62,7 +63,7 @@ class PPOLearner(Learner):
         # 2. Loss of a set of rows (a minibatch, or one group of it).
         def rows_loss(rows: np.ndarray, adv_mean: float, adv_std: float):
             def loss():
-                idx = torch.from_numpy(rows)
+                idx = torch.from_numpy(rows).to(dev)
                 logits, value = self.model(obs[idx])
                 dist = torch.distributions.Categorical(logits=logits)
                 logratio = dist.log_prob(actions[idx]) - old_logprobs[idx]
@@ -91,7 +92,7 @@ class PPOLearner(Learner):
         generator = np.random.default_rng(self.updates)
         for epoch in range(a.n_epochs):
             for mb in np.array_split(generator.permutation(batch.size), a.n_minibatches):
-                adv_mb = advantages[torch.from_numpy(mb)]
+                adv_mb = advantages[torch.from_numpy(mb).to(dev)]
                 mean, std = float(adv_mb.mean()), float(adv_mb.std())
                 measuring = measure and epoch == 0
                 if measuring:

@@ -33,7 +33,7 @@ from rlscale.nets import build_network
 
 def flat_weights(model: torch.nn.Module) -> np.ndarray:
     """The model's parameters as one float32 vector (what the pool broadcasts)."""
-    return torch.nn.utils.parameters_to_vector(model.parameters()).detach().numpy()
+    return torch.nn.utils.parameters_to_vector(model.parameters()).detach().cpu().numpy()
 
 
 @dataclass
@@ -146,6 +146,15 @@ class RolloutWorker:
 
     def env_ids(self) -> list[int]:
         return [int(i) for g in self.groups for i in g.env_ids]
+
+    def node_id(self) -> str:
+        """The Ray node this worker runs on ('' outside Ray); also a readiness probe."""
+        try:
+            import ray
+
+            return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+        except ImportError:
+            return ""
 
     def _act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         logits, value = self.policy(torch.from_numpy(obs))
@@ -291,6 +300,9 @@ class SerialPool(_Pool):
     def _collect_once(self, weights: np.ndarray) -> Batch:
         return self.worker.rollout(weights, self.cfg.agent.n_steps)
 
+    def describe(self) -> str:
+        return "serial (no Ray)"
+
     def close(self) -> None:
         self.worker.close()
 
@@ -331,6 +343,24 @@ def init_ray(address: str) -> None:
         ) from None
 
 
+def actor_cpu_share(node_cpus: list[float], n_actors: int) -> float:
+    """The largest share 1/m of a CPU (at most 1) such that n_actors of them fit on the nodes.
+
+    Equal fractional shares must pack node by node: three 1-CPU nodes hold
+    four actors at 1/2 CPU each, not at 3/4 (only one 3/4 fits on a node).
+    """
+    for m in range(1, n_actors + 1):
+        if sum(int(c * m + 1e-9) for c in node_cpus) >= n_actors:
+            return 1.0 / m
+    return 1.0 / n_actors  # no CPUs reported at all: let Ray queue them
+
+
+def _alive_node_cpus() -> list[float]:
+    import ray
+
+    return [n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n.get("Alive")]
+
+
 class RayPool(_Pool):
     """One RolloutWorker per Ray actor, spread over the cluster's nodes.
 
@@ -341,29 +371,70 @@ class RayPool(_Pool):
     workers' fragments, finished episodes included, are kept.
     """
 
+    PLACEMENT_TIMEOUT = 10.0  # seconds a replacement actor may wait for a CPU
+
     def __init__(self, cfg: Config, spec: EnvSpec) -> None:
         import ray
 
         super().__init__(cfg, cfg.run.n_actors)
         self.owns_ray = not ray.is_initialized()  # shut down on close only what we started
         init_ray(cfg.run.address)
-        cluster_cpus = ray.cluster_resources().get("CPU", 1.0)
-        # Honest resources: a worker keeps one core busy while it steps; on a
-        # machine with fewer cores than workers they share them.
-        self.actor_cpus = min(1.0, cluster_cpus / cfg.run.n_actors)
+        # Honest resources: a worker keeps one core busy while it steps; where
+        # there are fewer cores than workers they share them, in equal shares
+        # that pack onto the nodes (see actor_cpu_share).
+        self.actor_cpus = actor_cpu_share(_alive_node_cpus(), cfg.run.n_actors)
         self.spec = spec
         self.failures = 0
         self.unconfirmed: list = []  # background resize orders not yet confirmed
         self.actors = [self._new_actor(i) for i in range(cfg.run.n_actors)]
         self.resize(cfg.env.n_envs)
 
-    def _new_actor(self, index: int):
+    def _new_actor(self, index: int, cpus: float | None = None):
         import ray
 
         remote = ray.remote(RolloutWorker).options(
-            num_cpus=self.actor_cpus, scheduling_strategy="SPREAD", max_restarts=0)
+            num_cpus=self.actor_cpus if cpus is None else cpus, scheduling_strategy="SPREAD",
+            max_restarts=0)
         seed = self.cfg.run.seed * 7919 + index + 1_000 * self.failures
         return remote.remote(self.cfg, self.spec, seed, 1)
+
+    def describe(self) -> str:
+        nodes = len(set(self.placement()))
+        return (f"{len(self.actors)} Ray actors on {nodes} node{'s' if nodes > 1 else ''} "
+                f"({self.actor_cpus:.2g} CPU each)")
+
+    def placement(self) -> list[str]:
+        """The node id of each actor."""
+        import ray
+
+        return ray.get([actor.node_id.remote() for actor in self.actors])
+
+    def _start_replacement(self, w: int):
+        """A new actor for slot w, on whatever nodes are left.
+
+        After a node is lost the surviving nodes' CPUs may all be reserved by
+        the other actors. Then the replacement is started without a CPU
+        reservation (it shares the survivors' cores, which is what running the
+        same environments on fewer machines means) and the console says so.
+        """
+        import ray
+        from ray.exceptions import GetTimeoutError
+
+        actor = self._new_actor(w)
+        try:
+            ray.get(actor.node_id.remote(), timeout=self.PLACEMENT_TIMEOUT)
+            return actor
+        except GetTimeoutError:
+            ray.kill(actor)
+        print(f"no free CPU for a replacement rollout actor after {self.PLACEMENT_TIMEOUT:.0f} s; "
+              "starting it without a CPU reservation on the nodes left", flush=True)
+        actor = self._new_actor(w, cpus=0.0)
+        try:
+            ray.get(actor.node_id.remote(), timeout=6 * self.PLACEMENT_TIMEOUT)
+        except GetTimeoutError:
+            ray.kill(actor)
+            raise ActorFailures("no node can take a replacement rollout actor; check the cluster") from None
+        return actor
 
     def _apply(self, adds, removes, background) -> int:
         import ray
@@ -393,7 +464,7 @@ class RayPool(_Pool):
                 f"{self.cfg.run.max_actor_failures}); check the environment and memory"
             )
         print(f"rollout actor {w} died; replacing it ({self.failures} failures so far)", flush=True)
-        self.actors[w] = self._new_actor(w)
+        self.actors[w] = self._start_replacement(w)
         adds = [self.actors[w].add_group.remote(*self._new_vector_ids())
                 for _ in range(self.worker_groups[w])]
         self.warmup_steps += sum(ray.get(adds))

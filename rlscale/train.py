@@ -36,7 +36,7 @@ from rlscale.config import (
 from rlscale.control import BatchController
 from rlscale.env import check_env_id, probe_spec
 from rlscale.errors import UserError, exits_cleanly
-from rlscale.learner import Learner
+from rlscale.learner import Learner, resolve_device
 from rlscale.logger import RunLogger
 from rlscale.nets import build_network
 from rlscale.ppo import PPOLearner
@@ -87,7 +87,7 @@ def build(cfg: Config, run_dir: Path, state: dict[str, Any] | None = None) -> Ru
     torch.manual_seed(cfg.run.seed)
     np.random.seed(cfg.run.seed)
     spec = probe_spec(cfg.env)
-    model = build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden)
+    model = build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden).to(resolve_device(cfg.run.learner_device))
     learner = LEARNERS[cfg.agent.algo](model, cfg)
     controller = BatchController(cfg.control, cfg.observations_per_env, cfg.env.vector_size)
     counters = Counters(n_envs=cfg.env.n_envs)
@@ -253,9 +253,10 @@ def run_training(cfg: Config, run_dir: Path, state: dict[str, Any] | None = None
         run = build(cfg, run_dir, state)
         run.on_progress = on_progress
         c = run.counters
-        mode = "serial" if cfg.run.serial else f"{cfg.run.n_actors} Ray actors"
+        mode = run.pool.describe()
         print(f"{cfg.env.env_id} | {cfg.agent.algo} | {c.n_envs} envs x {cfg.agent.n_steps} steps "
-              f"| {mode} | batch control: {cfg.control.batch} | budget {cfg.total_agent_steps:,} agent steps",
+              f"| {mode} | learner on {run.learner.device} | batch control: {cfg.control.batch} "
+              f"| budget {cfg.total_agent_steps:,} agent steps",
               flush=True)
         train_loop(run)
         path = save_checkpoint(run)

@@ -12,9 +12,13 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_instance():
-    """One embedded Ray for the tests that need actors; always shut down."""
+    """An embedded Ray for one module's tests that need actors; always shut down.
+
+    Per module, not per session: the cluster tests connect this process to a
+    simulated multi-node cluster instead.
+    """
     import ray
 
     ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)

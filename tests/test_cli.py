@@ -32,6 +32,7 @@ def assert_one_line_error(result, *fragments: str) -> None:
     ([], ["name an environment"]),
     (["cartpole", "--address", "127.0.0.1:1"], ["cannot reach a Ray cluster at 127.0.0.1:1"]),
     (["cartpole", "--address", "nonsense"], ["--address must be auto or HOST:PORT"]),
+    (["cartpole", "--serial", "--learner-device", "cuda"], ["torch sees no GPU"]),
 ])
 def test_bad_input(args, fragments, tmp_path):
     result = run_command([*TRAIN, *args, "--run-dir", str(tmp_path / "run")], timeout=60)
