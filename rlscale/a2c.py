@@ -56,7 +56,7 @@ class A2CLearner(Learner):
         grad = grouped_gradient(
             self.params, [group_loss(cols) for cols in groups],
             [cols.size * batch.n_steps for cols in groups],
-            measure=measure, parts=self.measure_parts_now(),
+            measure=measure, parts=self.measure_parts_now(), gram_layers=self.gram_layers,
         )
 
         # 4. Clip and step (skipped, and counted, when not finite).

@@ -14,6 +14,7 @@ from rlscale.gradients import GroupedGradient
 from rlscale.optim import make_optimizer, set_lr
 
 PARTS = ("total", "policy", "value")
+GRAM_MIN_WEIGHTS = 100_000  # the Nature CNN's 3136x512 layer; small layers are cheaper the plain way
 
 
 def env_groups(n_envs: int, k: int) -> list[np.ndarray]:
@@ -42,6 +43,9 @@ class Learner:
         self.cfg = cfg
         self.device = next(model.parameters()).device  # batches are moved here
         self.params = [p for p in model.parameters() if p.requires_grad]
+        # Large fully connected layers get their per-group norms from Gram matrices (gradients.py).
+        self.gram_layers = [m for m in model.modules()
+                            if isinstance(m, torch.nn.Linear) and m.weight.numel() >= GRAM_MIN_WEIGHTS]
         a = cfg.agent
         self.optimizer = make_optimizer(a.optimizer, self.params, a.lr, a.rms_alpha, a.optim_eps)
         self.noise = {part: noise.NoiseScaleEMA(cfg.noise.noise_horizon) for part in PARTS}

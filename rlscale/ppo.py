@@ -103,7 +103,7 @@ class PPOLearner(Learner):
                 grad = grouped_gradient(
                     self.params, [rows_loss(g, mean, std) for g in groups], [g.size for g in groups],
                     measure=measuring and len(groups) > 1,
-                    parts=measuring and self.measure_parts_now(),
+                    parts=measuring and self.measure_parts_now(), gram_layers=self.gram_layers,
                 )
 
                 # 4. Clip and step (skipped, and counted, when not finite).

@@ -129,3 +129,44 @@ def test_non_finite_gradient_is_skipped_and_counted():
     batch.rewards[2, 3] = 0.0
     learner.update(batch)
     assert learner.updates == 1 and learner.skipped_in_a_row == 0
+
+
+@pytest.mark.parametrize("parts", [False, True])
+def test_gram_route_gives_the_explicit_norms_and_gradient(parts):
+    """The big Linear layer's per-group norms from Gram matrices equal autograd's, as does the update."""
+    from rlscale.gradients import grouped_gradient
+
+    spec = SPECS["nature_cnn"]
+    torch.manual_seed(1)
+    model = build_network(spec, "auto", 64)
+    cfg = build_config("cartpole", None, {"noise_groups": 4, "n_envs": 8, "noise_parts_every": 1})
+    learner = A2CLearner(model, cfg)
+    assert [m.weight.shape for m in learner.gram_layers] == [torch.Size([512, 3136])]
+    batch = random_batch(spec, 5, 8, seed=3)
+    obs = torch.from_numpy(batch.obs)
+    actions = torch.from_numpy(batch.actions)
+    target = torch.from_numpy(batch.values) + 1.0
+
+    def group_loss(cols):
+        def loss():
+            logits, value = model(obs[:, cols].flatten(0, 1))
+            logprob = torch.distributions.Categorical(logits=logits).log_prob(actions[:, cols].flatten())
+            return -logprob.mean(), (value - target[:, cols].flatten()).pow(2).mean(), {}
+        return loss
+
+    groups = env_groups(8, 4)
+    losses = [group_loss(torch.from_numpy(c)) for c in groups]
+    sizes = [c.size * 5 for c in groups]
+    results = []
+    for gram in ([], learner.gram_layers):
+        grad = grouped_gradient(learner.params, losses, sizes, measure=True, parts=parts, gram_layers=gram)
+        results.append((grad, [p.grad.clone() for p in learner.params]))
+        assert model.trunk[7].weight.grad is not None
+    (plain, plain_grads), (gram, gram_grads) = results
+    for name in plain.sq_norms:
+        np.testing.assert_allclose(gram.sq_norms[name], plain.sq_norms[name], rtol=1e-4)
+        assert gram.big_sq_norms[name] == pytest.approx(plain.big_sq_norms[name], rel=1e-4)
+    for a, b in zip(plain_grads, gram_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
+    # The hooks are gone afterwards: a plain forward pass records nothing.
+    assert not model.trunk[7]._forward_hooks
