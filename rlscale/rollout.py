@@ -147,6 +147,12 @@ class RolloutWorker:
     def env_ids(self) -> list[int]:
         return [int(i) for g in self.groups for i in g.env_ids]
 
+    def peak_rss_mb(self) -> float:
+        """Peak resident memory of this process (Linux reports KB)."""
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
     def node_id(self) -> str:
         """The Ray node this worker runs on ('' outside Ray); also a readiness probe."""
         try:

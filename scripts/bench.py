@@ -1,0 +1,164 @@
+"""Pong A2C throughput, side by side in one run: the issue-9 table.
+
+    python scripts/bench.py [--seconds 30] [--envs 16 64]
+
+Rows, each at 16 and 64 environments (5 steps per update), agent steps per
+second and the ratio to the lean loop:
+
+* emulator alone: ale-py's native vector env with random actions;
+* lean loop: the single-process A2C a user writes by hand (CleanRL style):
+  one vector env, Nature CNN in plain fp32, sample actions, n-step returns,
+  one backward pass, TF-style RMSprop; no Ray, no noise scale;
+* rlscale serial: rlscale's pool and learner in one process (noise scale on);
+* rlscale actors, noise off / noise on: 2 Ray actors step the envs, the
+  learner runs in this process; the real pool and learner of the training loop.
+
+Then peak resident memory (RSS) of the learner process and of each actor with
+16 and 256 environments. Every variant runs for the same wall time, one after
+the other in this run; the ratios are the numbers to read (the machine is noisy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from rlscale.a2c import A2CLearner
+from rlscale.config import build_config
+from rlscale.env import probe_spec
+from rlscale.nets import build_network
+from rlscale.optim import RMSpropTF
+from rlscale.rollout import RayPool, SerialPool, flat_weights
+
+
+def timed(loop_once: Callable[[], int], seconds: float, warmup: int = 3) -> float:
+    """Agent steps per second of ``loop_once`` (returns the steps it took) over ``seconds``."""
+    for _ in range(warmup):
+        loop_once()
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        steps += loop_once()
+    return steps / (time.perf_counter() - start)
+
+
+def emulator(n_envs: int, seconds: float) -> float:
+    from ale_py.vector_env import AtariVectorEnv
+
+    env = AtariVectorEnv("pong", n_envs, num_threads=1, reward_clipping=False)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    try:
+        return timed(lambda: (env.step(rng.integers(0, 6, n_envs)), n_envs)[1], seconds)
+    finally:
+        env.close()
+
+
+def lean_loop(n_envs: int, seconds: float, n_steps: int = 5, gamma: float = 0.99) -> float:
+    """The reference: what a careful user writes in one file (fp32, no framework)."""
+    from ale_py.vector_env import AtariVectorEnv
+
+    env = AtariVectorEnv("pong", n_envs, num_threads=1)  # clips rewards itself
+    obs, _ = env.reset(seed=0)
+    spec = probe_spec(build_config("pong", None, {}).env)
+    model = build_network(spec, "nature_cnn", 64)
+    optimizer = RMSpropTF(model.parameters(), lr=7e-4, alpha=0.99, eps=1e-5)
+    state = {"obs": obs}
+
+    def update() -> int:
+        obs_buf, actions, rewards, dones, values = [], [], [], [], []
+        with torch.no_grad():
+            for _ in range(n_steps):
+                o = torch.from_numpy(state["obs"])
+                logits, value = model(o)
+                action = torch.distributions.Categorical(logits=logits).sample()
+                state["obs"], reward, term, trunc, _ = env.step(action.numpy())
+                obs_buf.append(o)
+                actions.append(action)
+                rewards.append(torch.as_tensor(reward, dtype=torch.float32))
+                dones.append(torch.as_tensor(term | trunc, dtype=torch.float32))
+                values.append(value)
+            ret = model(torch.from_numpy(state["obs"]))[1]
+        returns = []
+        for r, d in zip(reversed(rewards), reversed(dones), strict=True):
+            ret = r + gamma * ret * (1 - d)
+            returns.append(ret)
+        returns = torch.stack(returns[::-1]).flatten()
+        logits, value = model(torch.cat(obs_buf))
+        dist = torch.distributions.Categorical(logits=logits)
+        advantages = returns - torch.cat(values)
+        loss = (-(advantages * dist.log_prob(torch.cat(actions))).mean()
+                + 0.5 * (returns - value).pow(2).mean() - 0.01 * dist.entropy().mean())
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+        optimizer.step()
+        return n_envs * n_steps
+
+    try:
+        return timed(update, seconds)
+    finally:
+        env.close()
+
+
+def rlscale_loop(n_envs: int, seconds: float, serial: bool, measure: bool) -> tuple[float, dict]:
+    cfg = build_config("pong", None, {"n_envs": n_envs, "serial": serial, "measure_noise": measure,
+                                      "warmup_max_steps": 0, "max_envs": max(256, n_envs)})
+    spec = probe_spec(cfg.env)
+    learner = A2CLearner(build_network(spec, "auto", 64), cfg)
+    pool = SerialPool(cfg, spec) if serial else RayPool(cfg, spec)
+
+    def update() -> int:
+        batch = pool.collect(flat_weights(learner.model))
+        learner.update(batch)
+        return batch.size
+
+    try:
+        rate = timed(update, seconds)
+        memory = {} if serial else actor_memory(pool)
+    finally:
+        pool.close()
+    return rate, memory
+
+
+def actor_memory(pool: RayPool) -> dict:
+    import ray
+
+    return {f"actor {i}": mb for i, mb in enumerate(ray.get([a.peak_rss_mb.remote() for a in pool.actors]))}
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, default=30.0)
+    p.add_argument("--envs", type=int, nargs="+", default=[16, 64])
+    args = p.parse_args()
+    torch.set_num_threads(2)
+    rows: list[tuple[str, int, float]] = []
+    for n in args.envs:
+        rows.append(("emulator alone (random actions)", n, emulator(n, args.seconds)))
+        rows.append(("lean single-process A2C, fp32", n, lean_loop(n, args.seconds)))
+        rows.append(("rlscale serial, noise on", n, rlscale_loop(n, args.seconds, True, True)[0]))
+        rows.append(("rlscale 2 Ray actors, noise off", n, rlscale_loop(n, args.seconds, False, False)[0]))
+        rows.append(("rlscale 2 Ray actors, noise on", n, rlscale_loop(n, args.seconds, False, True)[0]))
+    print(f"Pong A2C, 5 steps per update, {args.seconds:g} s per row, torch threads 2")
+    print(f"{'what':34s} {'envs':>5s} {'agent steps/s':>14s} {'vs lean':>8s}")
+    for what, n, rate in rows:
+        lean = next(r for w, m, r in rows if m == n and w.startswith("lean"))
+        print(f"{what:34s} {n:5d} {rate:14,.0f} {rate / lean:8.2f}")
+    print("\npeak resident memory (MB)")
+    for n in (16, 256):
+        _, memory = rlscale_loop(n, min(args.seconds, 10.0), False, True)
+        print(f"  {n:3d} envs: " + ", ".join(f"{k} {v:,.0f}" for k, v in memory.items()))
+    print(f"  learner process (this one, whole run): {peak_rss_mb():,.0f}")
+
+
+if __name__ == "__main__":
+    main()
