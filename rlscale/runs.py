@@ -84,18 +84,28 @@ class RunRecord:
         return float(hit["wall_seconds"]) if hit else None
 
     def mean_noise_scale(self, part: str | None = None, until: float | None = None) -> float | None:
-        """Average of the logged B_simple (the controller's signal, or one part) up to a step.
+        """B_simple (the controller's signal, or one part) averaged over training up to a step.
 
-        Appendix D averages the noise scale over training up to the goal; points
-        where it was undefined are not in the log, so they do not enter the mean.
+        Appendix D, eq. D.1: E_min/S_min = (integral of B_noise ds) / (integral of ds),
+        with s counted in full-batch steps. An optimizer step at batch B makes
+        ds = 1/(1 + B_noise/B) full-batch steps of progress, so each logged value is
+        weighted by that: stretches where the noise dominates (B_noise >> B, where
+        the estimate also spikes) make little progress and weigh little. Updates
+        where B_simple was undefined are not in the log and do not enter.
         """
         tag = "noise/b_simple" if part is None else f"noise/b_simple_{part}"
         if tag not in self.scalars:
             return None
         steps, values = self.scalars[tag]
         if until is not None:
-            values = values[steps <= until]
-        return float(values.mean()) if values.size else None
+            keep = steps <= until
+            steps, values = steps[keep], values[keep]
+        if not values.size:
+            return None
+        batch_tag = "batch/optimizer_batch" if "batch/optimizer_batch" in self.scalars else "batch/size"
+        batch = np.interp(steps, *self.scalars[batch_tag]) if batch_tag in self.scalars else np.ones_like(values)
+        weights = 1.0 / (1.0 + values / batch)
+        return float(np.sum(weights * values) / np.sum(weights))
 
 
 def load_run(path: Path) -> RunRecord:
