@@ -55,7 +55,8 @@ def comparison_rows(runs: list[RunRecord], goals: list[float]) -> list[dict[str,
             row[f"goal {goal:g}: optimizer steps"] = _num(hit and hit.updates)
             row[f"goal {goal:g}: examples"] = _num(hit and hit.examples)
             row[f"goal {goal:g}: wall"] = _minutes(hit.wall_seconds) if hit else "-"
-        row[f"mean B_simple [{run.cfg.control.signal}]"] = _num(run.mean_noise_scale())
+        signal_mean = run.mean_noise_scale()
+        row["mean B_simple (signal)"] = "-" if signal_mean is None else f"{signal_mean:,.0f} ({run.cfg.control.signal})"
         row["wall"] = _minutes(run.wall_seconds())
         rows.append(row)
     return rows

@@ -103,23 +103,25 @@ def _fmt(value: float | None, spec: str = ",.0f") -> str:
     return "-" if value is None or not math.isfinite(value) else format(value, spec)
 
 
-def rows_of(results: list[GoalResult]) -> list[dict[str, str]]:
+def rows_of(results: list[GoalResult]) -> list[dict[str, float | int | str | None]]:
+    """One row per goal, plain numbers (None where there is none)."""
     rows = []
     for r in results:
-        row = {"goal": f"{r.goal:g}", "batch sizes": str(len(r.points)),
-               "S_min": _fmt(r.fit and r.fit.s_min), "E_min": _fmt(r.fit and r.fit.e_min),
-               "B_crit": _fmt(r.fit and r.fit.b_crit), "B_crit s.e.": _fmt(r.fit and r.fit.b_crit_se)}
+        fit = r.fit
+        row: dict[str, float | int | str | None] = {
+            "goal": r.goal, "batch sizes": len(r.points),
+            "S_min": fit and fit.s_min, "E_min": fit and fit.e_min,
+            "B_crit": fit and fit.b_crit, "B_crit s.e.": fit and fit.b_crit_se}
         for part in PARTS:
             value = r.noise[part]
-            row[f"B_simple {part}"] = _fmt(value)
-            ratio = value / r.fit.b_crit if (value is not None and r.fit) else None
-            row[f"{part} / B_crit"] = _fmt(ratio, ".2f")
+            row[f"B_simple {part}"] = value
+            row[f"{part} / B_crit"] = value / fit.b_crit if (value is not None and fit) else None
         row["note"] = r.message
         rows.append(row)
     return rows
 
 
-def print_table(rows: list[dict[str, str]]) -> None:
+def print_table(rows: list[dict]) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -129,7 +131,16 @@ def print_table(rows: list[dict[str, str]]) -> None:
     for key in keys:
         table.add_column(escape(key), justify="left" if key == "note" else "right")
     for row in rows:
-        table.add_row(*(escape(row[k]) for k in keys))
+        cells = []
+        for key in keys:
+            value = row[key]
+            if isinstance(value, str):
+                cells.append(value)
+            elif key == "goal":
+                cells.append(f"{value:g}")
+            else:
+                cells.append(_fmt(value, ".2f" if "/ B_crit" in key else ",.0f"))
+        table.add_row(*(escape(c) for c in cells))
     Console(width=200).print(table)
 
 
@@ -199,11 +210,14 @@ def plot_bcrit(results: list[GoalResult], out: Path) -> None:
     plt.close(fig)
 
 
-def write_csv(rows: list[dict[str, str]], path: Path) -> None:
+def write_csv(rows: list[dict], path: Path) -> None:
+    """Plain numbers, empty where there is none (spreadsheets and pandas read it as is)."""
     with open(path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
-        writer.writerows(rows)
+        for row in rows:
+            writer.writerow({k: "" if v is None else (f"{v:.6g}" if isinstance(v, float) else v)
+                             for k, v in row.items()})
 
 
 @exits_cleanly
