@@ -108,3 +108,35 @@ def test_cluster_yaml_passes_rays_own_validation():
     broken["head_node_typo"] = "head"
     with pytest.raises(Exception, match="head_node_typo"):
         validate_config(prepare_config(broken))
+
+
+@pytest.mark.timeout(240)
+def test_training_run_survives_losing_a_node(cluster, tmp_path, capsys):
+    """The whole training loop, with a worker node removed while it runs."""
+    import json
+    import threading
+    import time
+
+    c, workers = cluster
+    run_dir = tmp_path / "run"
+    result: dict = {}
+
+    def train() -> None:
+        result["code"] = train_main(["cartpole", "--address", c.address, "--n-actors", "3",
+                                     "--total-frames", "30000", "--checkpoint-every", "100",
+                                     "--run-dir", str(run_dir)])
+
+    thread = threading.Thread(target=train)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while not (run_dir / "summary.json").exists():  # the first checkpoint: training is under way
+        assert time.monotonic() < deadline and thread.is_alive(), "training did not start"
+        time.sleep(0.2)
+    c.remove_node(workers[1])
+    thread.join(timeout=200)
+    assert not thread.is_alive() and result["code"] == 0
+    out = capsys.readouterr().out
+    assert "died; replacing it" in out and "done: 30,000 agent steps" in out
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["finished"] and summary["agent_steps"] == 30_000
+    assert summary["updates"] == 30_000 // 40  # every update kept its full batch of 8 envs x 5 steps
