@@ -12,6 +12,13 @@ from rlscale.errors import EXIT_USAGE, UserError
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line naming the fix, exit code 2."""
 
+    def __init__(self, *args, description: str | None = None, **kwargs) -> None:
+        # Module docstrings start "``python -m rlscale.x …``: what it does"; help shows the what.
+        if description and description.startswith("``") and "``: " in description:
+            description = description.split("``: ", 1)[1]
+            description = description[:1].upper() + description[1:]
+        super().__init__(*args, description=description, **kwargs)
+
     def error(self, message: str) -> None:  # type: ignore[override]
         print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(EXIT_USAGE)
