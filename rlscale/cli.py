@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -35,4 +36,16 @@ def writable_dir(path: Path, flag: str = "--run-dir") -> Path:
         raise UserError(
             f"cannot write to {path} ({err.strerror}); choose another directory with {flag}"
         ) from None
+    return path
+
+
+def writable_file(path: Path, suffix: str) -> Path:
+    """Fail before long work, not after it, when an output file cannot be written."""
+    if path.suffix.lower() != suffix:
+        raise UserError(f"{path}: the file name must end in {suffix}")
+    folder = path.parent
+    if not folder.is_dir():
+        raise UserError(f"{path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UserError(f"{path}: folder {folder} is not writable")
     return path

@@ -15,26 +15,17 @@ from pathlib import Path
 
 import numpy as np
 
-from rlscale.cli import Parser
+from rlscale.cli import Parser, writable_file
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.goals import smoothed_returns
-from rlscale.runs import GOAL_WINDOW, RunRecord, find_runs, load_run
-
-
-def _num(value: float | None, spec: str = ",.0f") -> str:
-    return "-" if value is None else format(value, spec)
+from rlscale.plot import save_figure
+from rlscale.runs import GOAL_WINDOW, RunRecord, find_runs, format_number, goals_of, load_run
 
 
 def _minutes(seconds: float | None) -> str:
     if seconds is None:
         return "-"
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:,.1f} min"
-
-
-def goals_of(runs: list[RunRecord], given: list[float] | None) -> list[float]:
-    if given:
-        return sorted(given)
-    return sorted({g for r in runs for g in r.cfg.env.goals})
 
 
 def comparison_rows(runs: list[RunRecord], goals: list[float]) -> list[dict[str, str]]:
@@ -45,15 +36,15 @@ def comparison_rows(runs: list[RunRecord], goals: list[float]) -> list[dict[str,
             "env": run.cfg.env.env_id,
             "agent": run.cfg.agent.algo,
             "batch": run.cfg.control.batch,
-            "agent steps": _num(run.agent_steps()),
-            "final return": _num(run.final_return(), ".1f"),
-            "best mean of 20": _num(run.best_return(), ".1f"),
+            "agent steps": format_number(run.agent_steps()),
+            "final return": format_number(run.final_return(), ".1f"),
+            "best mean of 20": format_number(run.best_return(), ".1f"),
         }
         for goal in goals:
             hit = run.goal(goal)
-            row[f"goal {goal:g}: agent steps"] = _num(hit and hit.agent_steps)
-            row[f"goal {goal:g}: optimizer steps"] = _num(hit and hit.updates)
-            row[f"goal {goal:g}: examples"] = _num(hit and hit.examples)
+            row[f"goal {goal:g}: agent steps"] = format_number(hit and hit.agent_steps)
+            row[f"goal {goal:g}: optimizer steps"] = format_number(hit and hit.updates)
+            row[f"goal {goal:g}: examples"] = format_number(hit and hit.examples)
             row[f"goal {goal:g}: wall"] = _minutes(hit.wall_seconds) if hit else "-"
         signal_mean = run.mean_noise_scale()
         row["mean B_simple (signal)"] = "-" if signal_mean is None else f"{signal_mean:,.0f} ({run.cfg.control.signal})"
@@ -90,12 +81,7 @@ def plot_returns(runs: list[RunRecord], goals: list[float], out: Path) -> None:
         ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize=8, loc="best")
     fig.tight_layout()
-    try:
-        fig.savefig(out, dpi=110)
-    except OSError as err:
-        raise UserError(f"cannot write {out} ({err.strerror}); choose another --out") from None
-    finally:
-        plt.close(fig)
+    save_figure(fig, out)
 
 
 def print_table(rows: list[dict[str, str]]) -> None:
@@ -131,8 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("compare.png"), help="PNG of the return curves")
     p.add_argument("--csv", type=Path, help="also write the table as CSV")
     args = p.parse_args(argv)
-    if args.out.suffix.lower() != ".png":
-        raise UserError(f"--out {args.out}: the file name must end in .png")
+    writable_file(args.out, ".png")
     runs = [load_run(path) for path in find_runs(args.runs)]
     envs = {r.cfg.env.env_id for r in runs}
     if len(envs) > 1:

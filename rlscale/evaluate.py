@@ -26,12 +26,12 @@ import numpy as np
 import torch
 
 from rlscale import checkpoint
-from rlscale.cli import Parser
+from rlscale.cli import Parser, writable_file
 from rlscale.config import Config, loads_saved
 from rlscale.env import EnvGroup, Episode, check_env_id, probe_spec
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.nets import ActorCritic, build_network
-from rlscale.video import VideoWriter, check_writable
+from rlscale.video import VideoWriter
 
 ATARI_EPISODE_FRAMES = 108_000
 
@@ -194,9 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n-envs", type=positive_int, default=8, help="environments played at once (default 8)")
     args = p.parse_args(argv)
     if args.video is not None:
-        check_writable(args.video, ".mp4")
+        writable_file(args.video, ".mp4")
     if args.json is not None:
-        check_writable(args.json, ".json")
+        writable_file(args.json, ".json")
     agent = load_agent(args.path, args.env)
     policy = "greedy actions" if args.deterministic else "sampled actions"
     print(f"{agent.cfg.env.env_id} | {agent.cfg.agent.algo} | {agent.checkpoint} "

@@ -30,7 +30,8 @@ import numpy as np
 from rlscale.cli import Parser, writable_dir
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.pareto_fit import MIN_POINTS, ParetoFit, fit_pareto
-from rlscale.runs import RunRecord, find_runs, load_run
+from rlscale.plot import save_figure
+from rlscale.runs import RunRecord, find_runs, format_number, goals_of, load_run
 
 PARTS = ("total", "policy", "value")
 
@@ -99,10 +100,6 @@ def analyse(runs: list[RunRecord], goals: list[float]) -> list[GoalResult]:
     return results
 
 
-def _fmt(value: float | None, spec: str = ",.0f") -> str:
-    return "-" if value is None or not math.isfinite(value) else format(value, spec)
-
-
 def rows_of(results: list[GoalResult]) -> list[dict[str, float | int | str | None]]:
     """One row per goal, plain numbers (None where there is none)."""
     rows = []
@@ -139,7 +136,7 @@ def print_table(rows: list[dict]) -> None:
             elif key == "goal":
                 cells.append(f"{value:g}")
             else:
-                cells.append(_fmt(value, ".2f" if "/ B_crit" in key else ",.0f"))
+                cells.append(format_number(value, ".2f" if "/ B_crit" in key else ",.0f"))
         table.add_row(*(escape(c) for c in cells))
     Console(width=200).print(table)
 
@@ -180,8 +177,7 @@ def plot_fronts(results: list[GoalResult], adaptive: list[RunRecord], out: Path)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    save_figure(fig, out, "--out-dir")
 
 
 def plot_bcrit(results: list[GoalResult], out: Path) -> None:
@@ -206,8 +202,7 @@ def plot_bcrit(results: list[GoalResult], out: Path) -> None:
     ax.legend(fontsize=8)
     ax.set_title("critical batch size vs. measured noise scales")
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    save_figure(fig, out, "--out-dir")
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
@@ -232,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     adaptive = [r for r in runs if r.cfg.control.batch != "fixed"]
     if not fixed:
         raise UserError("no fixed-batch runs among the inputs; make some with python -m rlscale.sweep")
-    goals = sorted(args.goals) if args.goals else sorted({g for r in fixed for g in r.cfg.env.goals})
+    goals = goals_of(fixed, args.goals)
     if not goals:
         raise UserError("no goals: give --goals (the runs' presets name none)")
     print(f"{len(fixed)} fixed-batch runs at {len({optimizer_batch(r) for r in fixed})} batch sizes, "
@@ -240,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     results = analyse(fixed, goals)
     if not any(r.points for r in results):
         best = max((r.best_return() for r in fixed if r.best_return() is not None), default=None)
-        raise UserError(f"no run reached any goal (best mean return of 20 episodes: {_fmt(best, '.1f')}); "
+        raise UserError(f"no run reached any goal (best mean return of 20 episodes: {format_number(best, '.1f')}); "
                         "lower --goals or train longer")
     if not any(r.fit for r in results):
         raise UserError(f"no goal was reached at {MIN_POINTS} or more batch sizes; "

@@ -55,13 +55,20 @@ def plot_run(run_dir: Path, out: Path, title: str | None = None) -> Path:
     fig.suptitle(title or str(run_dir))
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
+    save_figure(fig, out)
+    return out
+
+
+def save_figure(fig, out: Path, flag: str = "--out") -> None:
+    """Write and close a matplotlib figure; a write error is the user's one-line error."""
+    import matplotlib.pyplot as plt
+
     try:
         fig.savefig(out, dpi=110)
     except OSError as err:
-        raise UserError(f"cannot write {out} ({err.strerror}); choose another --out") from None
+        raise UserError(f"cannot write {out} ({err.strerror}); choose another {flag}") from None
     finally:
         plt.close(fig)
-    return out
 
 
 @exits_cleanly

@@ -10,6 +10,7 @@ the noise scales averaged up to a point.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,3 +130,15 @@ def find_runs(paths: list[Path]) -> list[Path]:
     if not found:
         raise UserError(f"no run directories (with config.toml) in {', '.join(map(str, paths))}")
     return found
+
+
+def goals_of(runs: list[RunRecord], given: list[float] | None) -> list[float]:
+    """The goals to report: those given, else every goal of the runs' presets."""
+    if given:
+        return sorted(given)
+    return sorted({g for r in runs for g in r.cfg.env.goals})
+
+
+def format_number(value: float | None, spec: str = ",.0f") -> str:
+    """A number for a report table; '-' where there is none (or it is not finite)."""
+    return "-" if value is None or not math.isfinite(value) else format(value, spec)

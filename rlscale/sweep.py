@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rlscale.cli import Parser, writable_dir
-from rlscale.config import Config, add_config_flags, build_config, overrides_from_args
+from rlscale.config import Config, add_config_flags, build_config, dumps_toml, overrides_from_args
 from rlscale.env import check_env_id
 from rlscale.errors import UserError, exits_cleanly
 
@@ -99,22 +99,17 @@ def _run_trial(params: dict[str, Any], plans: dict[str, tuple[str, bool]]) -> No
         raise RuntimeError(f"trial {params['name']} stopped with exit code {code}")
 
 
-def run_sweep(env: str, agent: str | None, overrides: dict[str, Any], trials: list[Trial],
+def run_sweep(env: str, agent: str | None, overrides: dict[str, Any], trials: list[tuple[Trial, Config]],
               sweep_dir: Path, address: str, max_concurrent: int | None) -> int:
+    """Run the trials (each with its resolved config) that have not finished yet."""
     import ray
     from ray import tune
 
-    from rlscale.config import dumps_toml
-
     writable_dir(sweep_dir, "--sweep-dir")
-    planned = []
-    for trial in trials:
-        run_dir = (sweep_dir / trial.name).resolve()
-        cfg = trial_config(env, agent, overrides, trial, run_dir)
-        planned.append((trial, cfg, trial_state(run_dir)))
+    planned = [(trial, cfg, trial_state(Path(cfg.run.run_dir))) for trial, cfg in trials]
     (sweep_dir / SWEEP_FILE).write_text(json.dumps({
         "env": env, "agent": agent, "overrides": overrides,
-        "trials": [{"name": t.name, "batch_size": t.batch_size, "lr": t.lr, "seed": t.seed} for t in trials],
+        "trials": [{"name": t.name, "batch_size": t.batch_size, "lr": t.lr, "seed": t.seed} for t, _ in trials],
     }, indent=2))
     todo = [(t, cfg, state) for t, cfg, state in planned if state != "finished"]
     done = len(planned) - len(todo)
@@ -182,12 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     base = build_config(args.env, args.agent, overrides)
     check_env_id(base.env.env_id)
     lrs = args.lrs or [base.agent.lr]
-    trials = [Trial(b, lr, s) for b in sorted(set(args.batch_sizes)) for lr in sorted(set(lrs))
-              for s in sorted(set(args.seeds))]
-    for trial in trials:  # every grid point must make a valid config before anything runs
-        trial_config(args.env, args.agent, overrides, trial, Path("unused"))
+    grid = [Trial(b, lr, s) for b in sorted(set(args.batch_sizes)) for lr in sorted(set(lrs))
+            for s in sorted(set(args.seeds))]
     name = args.env.replace(".toml", "").replace("/", "-").lower()
     sweep_dir = args.sweep_dir or Path("runs") / f"sweep-{name}-{base.agent.algo}"
+    # Every grid point must make a valid config before anything runs.
+    trials = [(t, trial_config(args.env, args.agent, overrides, t, (sweep_dir / t.name).resolve())) for t in grid]
     return run_sweep(args.env, args.agent, overrides, trials, sweep_dir, base.run.address,
                      args.max_concurrent)
 

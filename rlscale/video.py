@@ -13,19 +13,6 @@ from types import TracebackType
 
 import numpy as np
 
-from rlscale.errors import UserError
-
-
-def check_writable(path: Path, suffix: str) -> None:
-    """Fail before a long evaluation, not after it, when an output cannot be written."""
-    if path.suffix.lower() != suffix:
-        raise UserError(f"{path}: the file name must end in {suffix}")
-    folder = path.parent
-    if not folder.is_dir():
-        raise UserError(f"{path}: folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise UserError(f"{path}: folder {folder} is not writable")
-
 
 class VideoWriter:
     def __init__(self, path: Path, fps: float, min_height: int = 400) -> None:
