@@ -15,7 +15,13 @@ import yaml
 
 from rlscale.rollout import RayPool, actor_cpu_share
 from rlscale.train import main as train_main
-from tests.test_rollout import cartpole, check_layout, episode_ledger, weights_for
+from tests.test_rollout import (
+    assert_episodes_consistent,
+    cartpole,
+    check_layout,
+    episode_ledger,
+    weights_for,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,11 +88,7 @@ def test_losing_a_node_replaces_its_actors_and_keeps_counts(cluster, capsys):
         assert lost not in after and len(after) == 3
         assert pool.failures == lost_actors
         assert "died; replacing it" in capsys.readouterr().out
-        # Counters stay consistent: every done flag seen is one reported episode,
-        # and no environment reported more play than it took.
-        assert {e: len(v) for e, v in ledger.items()} == {e: n for e, n in dones.items() if n}
-        for env_id, lengths in ledger.items():
-            assert sum(lengths) <= steps[env_id]
+        assert_episodes_consistent(ledger, dones, steps)  # counters stay consistent
     finally:
         pool.close()
 

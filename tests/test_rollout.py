@@ -89,6 +89,14 @@ def episode_ledger(pool, weights, updates: int, ledger: dict, dones: Counter, st
     return batch
 
 
+def assert_episodes_consistent(ledger: dict, dones: Counter, steps: Counter) -> None:
+    """Every done flag the learner saw is exactly one reported episode of that env,
+    and no env reported more steps of play than it took."""
+    assert {e: len(v) for e, v in ledger.items()} == {e: n for e, n in dones.items() if n}
+    for env_id, lengths in ledger.items():
+        assert sum(lengths) <= steps[env_id]
+
+
 def test_resize_keeps_layout_and_loses_or_duplicates_no_episode(ray_instance):
     """2 -> 32 -> 4 environments; without warm-up every finished episode is reportable."""
     cfg = cartpole(n_envs=2, vector_size=2, warmup_max_steps=0, noise_groups=2, min_envs=2)
@@ -111,11 +119,7 @@ def test_resize_keeps_layout_and_loses_or_duplicates_no_episode(ray_instance):
             batch = episode_ledger(pool, weights, 12, ledger, dones, steps)
             check_layout(batch, 5, n_envs, spec.obs_shape)
             assert batch.starting_envs == 0
-        # Every done flag the learner saw is exactly one reported episode of that env...
-        assert {e: len(v) for e, v in ledger.items()} == {e: n for e, n in dones.items() if n}
-        # ...and no env reported more steps of play than it took.
-        for env_id, lengths in ledger.items():
-            assert sum(lengths) <= steps[env_id]
+        assert_episodes_consistent(ledger, dones, steps)
         # The grown envs played (ids 2..31), and after the shrink only 4 remain.
         assert max(ledger) > 2 and set(ledger) <= set(range(32))
         assert set(batch.env_ids.tolist()) <= set(range(32)) and batch.n_envs == 4
