@@ -8,6 +8,7 @@ which only rebuilds tensors and plain containers.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -38,6 +39,13 @@ def save(run_dir: Path, state: dict[str, Any], step: int, keep: int) -> Path:
     for old in list_checkpoints(run_dir)[:-keep]:
         old.unlink(missing_ok=True)
     return final
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write JSON atomically (temporary file in the same directory, then rename)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    os.replace(tmp, path)
 
 
 def list_checkpoints(run_dir: Path) -> list[Path]:

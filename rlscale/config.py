@@ -99,6 +99,8 @@ class ControlConfig:
 class RunConfig:
     seed: int = opt(0, "random seed")
     run_dir: str = opt("", "run directory (default: runs/<env>-<algo>-<time>)")
+    backend: str = opt("native", "training engine: native (rlscale's Ray actor pool) or rllib "
+                       "(RLlib PPO; needs pip install 'rlscale[rllib]')", ("native", "rllib"))
     serial: bool = opt(False, "step environments in this process, no Ray actors (debugging)")
     address: str = opt("", "Ray cluster to join: auto or HOST:PORT (default: embedded Ray)")
     n_actors: int = opt(2, "Ray rollout actors")

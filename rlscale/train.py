@@ -7,13 +7,13 @@ noise scale, optimizer step) -> controller -> pool size and learning rate.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -101,6 +101,10 @@ def build(cfg: Config, run_dir: Path, state: dict[str, Any] | None = None) -> Ru
     counters.warmup_steps += pool.warmup_steps
     # Events past the checkpoint were written by the killed session: TensorBoard drops them.
     logger = RunLogger(str(run_dir), purge_step=counters.agent_steps + 1 if state else None)
+    if state is not None:
+        # The goal window carries over, so a resumed run meets its goals at the same step
+        # an uninterrupted one would (older checkpoints lack it and start an empty window).
+        logger.returns.extend(state.get("recent_returns", []))
     return Run(cfg, run_dir, learner, controller, pool, logger, counters)
 
 
@@ -110,6 +114,7 @@ def save_checkpoint(run: Run) -> Path:
         "learner": run.learner.state_dict(),
         "controller": run.controller.state_dict(),
         "counters": asdict(run.counters),
+        "recent_returns": list(run.logger.returns),
         "torch_rng": torch.get_rng_state(),
         "config": dumps_toml(run.cfg),
     }
@@ -122,28 +127,36 @@ def write_summary(run: Run) -> None:
     summary = {**asdict(run.counters), "updates": run.learner.updates,
                "mean_return": run.logger.mean_return, "env_id": run.cfg.env.env_id,
                "finished": run.finished}
-    tmp = run.run_dir / f".{SUMMARY_FILE}.tmp"
-    tmp.write_text(json.dumps(summary, indent=2))
-    os.replace(tmp, run.run_dir / SUMMARY_FILE)
+    checkpoint.write_json(run.run_dir / SUMMARY_FILE, summary)
+
+
+def record_goals(cfg: Config, logger: RunLogger, goals: dict[str, dict[str, float]],
+                 position: dict[str, float]) -> bool:
+    """Record goals met for the first time at ``position``; True when the run should stop.
+
+    Shared by both backends so their goal rule and messages are the same.
+    """
+    mean = logger.mean_return
+    if mean is None or len(logger.returns) < logger.returns.maxlen:
+        return False
+    for goal in cfg.env.goals:
+        key = f"{goal:g}"
+        if key not in goals and mean >= goal:
+            goals[key] = dict(position)
+            print(f"goal {key} reached: mean return {mean:.1f} over {len(logger.returns)} episodes "
+                  f"at {position['agent_steps']:,} agent steps, {position['wall_seconds'] / 60:.1f} min",
+                  flush=True)
+    if mean >= cfg.run.stop_return:
+        print(f"stop: mean return {mean:.1f} reached --stop-return {cfg.run.stop_return:g}", flush=True)
+        return True
+    return False
 
 
 def _check_goals(run: Run) -> bool:
-    """Record goals met for the first time; True when the run should stop."""
-    mean = run.logger.mean_return
-    if mean is None or len(run.logger.returns) < run.logger.returns.maxlen:
-        return False
     c = run.counters
-    for goal in run.cfg.env.goals:
-        key = f"{goal:g}"
-        if key not in c.goals and mean >= goal:
-            c.goals[key] = {"agent_steps": c.agent_steps, "updates": run.learner.updates,
-                            "examples": c.examples, "wall_seconds": round(c.wall_seconds, 1)}
-            print(f"goal {key} reached: mean return {mean:.1f} over {len(run.logger.returns)} "
-                  f"episodes at {c.agent_steps:,} agent steps, {c.wall_seconds / 60:.1f} min", flush=True)
-    if mean >= run.cfg.run.stop_return:
-        print(f"stop: mean return {mean:.1f} reached --stop-return {run.cfg.run.stop_return:g}", flush=True)
-        return True
-    return False
+    return record_goals(run.cfg, run.logger, c.goals, {
+        "agent_steps": c.agent_steps, "updates": run.learner.updates, "examples": c.examples,
+        "wall_seconds": round(c.wall_seconds, 1)})
 
 
 def train_loop(run: Run) -> None:
@@ -236,18 +249,35 @@ def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal 
     raise KeyboardInterrupt
 
 
-def run_training(cfg: Config, run_dir: Path, state: dict[str, Any] | None = None,
-                 on_progress: Callable[[dict[str, float]], None] | None = None) -> int:
+@contextmanager
+def interrupts_raise() -> Iterator[None]:
+    """SIGINT and SIGTERM raise KeyboardInterrupt, so a run checkpoints before it exits.
+
+    Both handlers explicitly: a process started with SIGINT ignored (a background
+    job of a non-interactive shell) would otherwise never see Ctrl-C. Only the
+    main thread may set handlers (a Ray Tune trial runs in another one).
+    """
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = ({sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+                if main_thread else {})
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def open_run_dir(cfg: Config, run_dir: Path) -> None:
+    """Check the run directory, say where it is and how to watch it, save the config."""
     writable_dir(run_dir)
     print(f"run directory: {run_dir}", flush=True)
     print(f"watch it:      tensorboard --logdir {run_dir.parent}", flush=True)
     (run_dir / CONFIG_FILE).write_text(dumps_toml(cfg))
-    # Both handlers explicitly: a process started with SIGINT ignored (a background
-    # job of a non-interactive shell) would otherwise never see Ctrl-C.
-    # Only the main thread may set handlers (a Ray Tune trial runs in another one).
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = ({sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
-                if main_thread else {})
+
+
+def run_training(cfg: Config, run_dir: Path, state: dict[str, Any] | None = None,
+                 on_progress: Callable[[dict[str, float]], None] | None = None) -> int:
+    open_run_dir(cfg, run_dir)
     run: Run | None = None
     try:
         run = build(cfg, run_dir, state)
@@ -281,8 +311,6 @@ def run_training(cfg: Config, run_dir: Path, state: dict[str, Any] | None = None
               file=sys.stderr, flush=True)
         return 130
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         if run is not None:
             run.pool.close()
             run.logger.close()
@@ -302,6 +330,8 @@ def resume(run_dir: Path, overrides: dict[str, Any]) -> int:
     for key, value in overrides.items():
         section = "env" if key == "total_frames" else "run"
         setattr(getattr(cfg, section), key, value)
+    if cfg.run.backend == "rllib":
+        return run_rllib(cfg.validate(), run_dir, resume=True)
     state = checkpoint.load(checkpoint.latest(run_dir))
     print(f"resuming from {state['counters']['agent_steps']:,} agent steps", flush=True)
     return run_training(cfg.validate(), run_dir, state)
@@ -322,14 +352,29 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     overrides = overrides_from_args(args)
     if args.resume:
-        return resume(Path(args.resume), overrides)
+        with interrupts_raise():
+            return resume(Path(args.resume), overrides)
     if not args.env:
         raise UserError("name an environment, e.g. python -m rlscale.train pong (or --resume RUN_DIR)")
-    cfg = build_config(args.env, args.agent, overrides)
+    # RLlib's backend runs PPO, so it picks the PPO preset unless told otherwise.
+    agent = args.agent or ("ppo" if overrides.get("backend") == "rllib" else None)
+    cfg = build_config(args.env, agent, overrides)
     check_env_id(cfg.env.env_id)
     run_dir = Path(cfg.run.run_dir) if cfg.run.run_dir else default_run_dir(cfg)
     cfg.run.run_dir = str(run_dir)
-    return run_training(cfg, run_dir)
+    with interrupts_raise():
+        if cfg.run.backend == "rllib":
+            return run_rllib(cfg, run_dir)
+        return run_training(cfg, run_dir)
+
+
+def run_rllib(cfg: Config, run_dir: Path, resume: bool = False) -> int:
+    from rlscale.integrations.rllib import check_rllib_version, check_supported, train_rllib
+
+    check_rllib_version()
+    check_supported(cfg)
+    open_run_dir(cfg, run_dir)
+    return train_rllib(cfg, run_dir, resume=resume)
 
 
 if __name__ == "__main__":

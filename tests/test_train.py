@@ -94,7 +94,7 @@ def wait_for_checkpoints(run_dir: Path, count: int, proc: subprocess.Popen, time
         time.sleep(0.2)
 
 
-def test_sigkill_then_resume_continues_without_gaps_or_duplicates(tmp_path):
+def test_sigkill_then_resume_continues_without_gaps_or_duplicates(tmp_path, capsys):
     run_dir = tmp_path / "run"
     args = ["cartpole", "--serial", "--n-envs", "4", "--vector-size", "2", "--checkpoint-every", "25",
             "--keep-checkpoints", "2", "--total-frames", "12000", "--run-dir", str(run_dir)]
@@ -106,9 +106,14 @@ def test_sigkill_then_resume_continues_without_gaps_or_duplicates(tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=30)
     before = read_counters(run_dir)
+    window = checkpoint.load(checkpoint.latest(run_dir))["recent_returns"]
     assert 0 < before["agent_steps"] < 12_000
+    assert 0 < len(window) <= 20 and all(r > 0 for r in window)
     assert len(checkpoint.list_checkpoints(run_dir)) <= 2  # older ones pruned
     assert main(["--resume", str(run_dir)]) == 0
+    first_line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("["))
+    shown = int(first_line.split("(last ")[1].split(")")[0])
+    assert shown >= len(window)  # the goal window survived the kill
     after = read_counters(run_dir)
     assert after["agent_steps"] == 12_000
     assert after["episodes"] > before["episodes"]

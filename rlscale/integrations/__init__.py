@@ -1,0 +1,1 @@
+"""Bridges to other RL frameworks (optional extras)."""

@@ -1,0 +1,568 @@
+"""RLlib PPO with rlscale's gradient noise scale and batch-size controller.
+
+Optional extra: ``pip install 'rlscale[rllib]'``; run it with
+``python -m rlscale.train pong --backend rllib``. RLlib's new API stack does the
+sampling and the PPO update; this module adds what RLlib lacks:
+
+* **Env groups.** A callback tags every episode with the global id of the
+  environment that played it (env runner x env index) and a learner connector
+  turns the tag into a batch column, so the learner can split each minibatch
+  into groups of whole environments, exactly as the native engine does.
+* **Noise-scale learner.** ``NoiseScalePPOLearner`` computes, on the first
+  epoch's minibatches, one gradient per env group (a forward and backward pass
+  per group) and applies their size-weighted mean, which is the minibatch
+  gradient stock PPO applies (every PPO loss term is a masked mean over rows).
+  The group norms feed ``rlscale.noise.estimate``; later epochs reuse the data,
+  are not fresh draws, and take RLlib's stock path.
+* **Env-count resizer.** Between ``train()`` calls the driver feeds the noise
+  scale to ``rlscale.control.BatchController`` and, on a resize, rebuilds every
+  env runner's vector env with the new count and changes the train batch and
+  minibatch sizes with it (the minibatch count stays fixed).
+
+RLlib's internals move between releases; the learner hooks used here
+(``_make_batch_if_necessary``, ``_uncompiled_update``) and the metrics API are
+those of RLlib 2.60, so other versions are refused with a clear message.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlscale.checkpoint import write_json
+from rlscale.config import Config
+from rlscale.control import BatchController
+from rlscale.errors import UserError
+from rlscale.logger import RunLogger
+from rlscale.noise import NoiseSample, NoiseScaleEMA, estimate
+from rlscale.train import SUMMARY_FILE, record_goals
+
+SUPPORTED_RLLIB = ((2, 60), (3, 0))  # [lowest tested, first unsupported)
+GROUP_COLUMN = "rlscale_env"  # batch column: global id of the environment that played the row
+ENV_ID_STRIDE = 1_000_000  # global env id = env runner index * stride + env index
+# Item-series metrics, one float per item (RLlib flattens tuple items when it merges series).
+NOISE_KEYS = {part: ("rlscale", f"noise_{part}") for part in ("grad_sq", "trace_sigma", "b_big")}
+EPISODE_KEYS = {part: ("rlscale", f"episode_{part}") for part in ("return", "length")}
+
+
+def check_rllib_version(version: str | None = None) -> str:
+    """The installed RLlib version, or a one-line UserError saying what to install."""
+    if version is None:
+        try:
+            import ray
+            import ray.rllib  # noqa: F401 - fails without the extra's dependencies
+        except ImportError as err:
+            raise UserError(f"--backend rllib needs RLlib: pip install 'rlscale[rllib]' ({err})") from None
+        version = ray.__version__
+    parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+    low, high = SUPPORTED_RLLIB
+    if len(parts) < 2 or not low <= parts < high:
+        raise UserError(
+            f"RLlib {version} is not supported by rlscale's RLlib integration (tested with "
+            f"{low[0]}.{low[1]}; needs >={low[0]}.{low[1]},<{high[0]}.{high[1]}): "
+            "pip install 'rlscale[rllib]'"
+        )
+    return version
+
+
+# --------------------------------------------------------------------------- environments
+
+
+def make_env(env_config: dict[str, Any]):
+    """One gymnasium env with the native engine's preprocessing (RLlib vectorises it).
+
+    Atari: no-op resets, frame skip with a max over the last two frames, 84x84
+    grayscale scaled to [0, 1], 4 frames stacked on the last axis (RLlib's CNN
+    wants HWC), no life-loss resets, sticky actions as configured. Rewards are
+    clipped to their sign for the learner while RecordEpisodeStatistics, which
+    wraps the env before the clip, reports the raw game score.
+    """
+    import gymnasium as gym
+
+    env_id = env_config["env_id"]
+    if env_id.startswith("ALE/"):
+        import ale_py  # inside the creator: remote env runners need the ALE namespace registered
+
+        gym.register_envs(ale_py)
+        env = gym.make(env_id, frameskip=1, repeat_action_probability=env_config["sticky_actions"],
+                       max_num_frames_per_episode=env_config["max_episode_frames"])
+        env = gym.wrappers.AtariPreprocessing(
+            env, noop_max=env_config["noop_max"], frame_skip=env_config["frame_skip"],
+            screen_size=84, terminal_on_life_loss=False, grayscale_obs=True, scale_obs=True)
+        env = gym.wrappers.FrameStackObservation(env, 4)
+        space = gym.spaces.Box(0.0, 1.0, (84, 84, 4), np.float32)
+        env = gym.wrappers.TransformObservation(env, lambda obs: np.moveaxis(obs, 0, -1), space)
+    else:
+        env = gym.make(env_id)
+    env = gym.wrappers.RecordEpisodeStatistics(env)
+    if env_config["reward_clip"]:
+        env = gym.wrappers.TransformReward(env, np.sign)
+    return env
+
+
+def _env_config(cfg: Config) -> dict[str, Any]:
+    e = cfg.env
+    return {"env_id": e.env_id, "frame_skip": e.frame_skip, "noop_max": e.noop_max,
+            "sticky_actions": e.sticky_actions, "max_episode_frames": e.max_episode_frames,
+            "reward_clip": e.reward_clip and cfg.is_atari}
+
+
+# --------------------------------------------------------------------------- RLlib plug-ins
+# Imported lazily: the classes subclass RLlib's, which only exists with the extra.
+
+
+def rllib_classes() -> dict[str, type]:
+    check_rllib_version()
+    from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+    from ray.rllib.callbacks.callbacks import RLlibCallback
+    from ray.rllib.connectors.connector_v2 import ConnectorV2
+    from ray.rllib.core.columns import Columns
+
+    class EnvGroupCallback(RLlibCallback):
+        """Tags each episode with its environment; reports raw episode returns."""
+
+        def on_episode_start(self, *, episode, env_runner=None, env_index: int, **kwargs) -> None:
+            runner = (env_runner.worker_index if env_runner is not None else 0) or 0
+            episode.custom_data[GROUP_COLUMN] = runner * ENV_ID_STRIDE + env_index
+
+        def on_episode_end(self, *, episode, metrics_logger=None, **kwargs) -> None:
+            stats = episode.get_infos(-1).get("episode")
+            if stats is not None and metrics_logger is not None:
+                metrics_logger.log_value(EPISODE_KEYS["return"], float(stats["r"]), reduce="item_series")
+                metrics_logger.log_value(EPISODE_KEYS["length"], int(stats["l"]), reduce="item_series")
+
+    class AddEnvGroupColumn(ConnectorV2):
+        """Learner connector: one GROUP_COLUMN entry per row, from the episode's tag."""
+
+        def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None,
+                     **kwargs):
+            for sa_episode in self.single_agent_episode_iterator(episodes, agents_that_stepped_only=False):
+                env = sa_episode.custom_data.get(GROUP_COLUMN, -1)
+                self.add_n_batch_items(batch, GROUP_COLUMN,
+                                       items_to_add=np.full(len(sa_episode), env, dtype=np.int64),
+                                       num_items=len(sa_episode), single_agent_episode=sa_episode)
+            return batch
+
+    class NoiseScalePPOLearner(PPOTorchLearner):
+        """PPO whose first-epoch minibatch gradients are measured per group of environments."""
+
+        noise_groups: int = 4
+
+        def build(self) -> None:
+            super().build()
+            self.noise_groups = int(self.config.learner_config_dict.get("noise_groups", 4))
+            self._rows_first_epoch = 0  # rows of the current train batch
+            self._rows_seen = 0  # rows trained on so far in this update() call
+            self._rlscale_lr: float | None = None
+
+        def set_lr(self, lr: float) -> None:
+            """Used by the driver: the controller's (and annealing's) learning rate."""
+            self._rlscale_lr = lr
+            self._apply_lr()
+
+        def _apply_lr(self) -> None:
+            if self._rlscale_lr is None:
+                return
+            for module_id in self.module.keys():
+                for _, optimizer in self.get_optimizers_for_module(module_id):
+                    self._set_optimizer_lr(optimizer, lr=self._rlscale_lr)
+
+        def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
+            super().after_gradient_based_update(timesteps=timesteps)
+            self._apply_lr()  # RLlib's fixed-lr scheduler resets it to config.lr here
+
+        def _make_batch_if_necessary(self, training_data):
+            batch = super()._make_batch_if_necessary(training_data)
+            self._rows_first_epoch = max(b.count for b in batch.policy_batches.values())
+            self._rows_seen = 0
+            return batch
+
+        def _uncompiled_update(self, batch: dict, **kwargs):
+            rows = max(_rows(b) for b in batch.values())
+            # Measured only when every row is fresh: RLlib's cyclic iterator fills the last
+            # minibatch of an epoch with rows of the next one, which were trained on already.
+            first_epoch = self._rows_seen + rows <= self._rows_first_epoch
+            self._rows_seen += rows
+            groups = self._groups(batch) if first_epoch else None
+            if groups is None:
+                return super()._uncompiled_update(batch, **kwargs)
+            return self._grouped_update(batch, groups)
+
+        def _groups(self, batch: dict) -> list[dict] | None:
+            """Row indices of each env group (round-robin over the envs present)."""
+            import torch
+
+            if len(batch) != 1:
+                return None  # multi-agent batches: not supported, stock update
+            (module_id, sub), = batch.items()
+            if GROUP_COLUMN not in sub:
+                return None
+            envs = sub[GROUP_COLUMN]
+            unique, inverse = torch.unique(envs, return_inverse=True)
+            k = min(self.noise_groups, len(unique))
+            if k < 2:
+                return None
+            group_of = inverse % k
+            return [torch.nonzero(group_of == g).squeeze(1) for g in range(k)]
+
+        def _grouped_update(self, batch: dict, groups: list):
+            import torch
+            import tree
+
+            (module_id, sub), = batch.items()
+            mask = sub.get(Columns.LOSS_MASK)
+            # Each PPO loss term is a mean over the group's valid rows (the mask hides the
+            # bootstrap step RLlib appends to each episode); a group without any adds nothing.
+            sizes = [float(mask[rows].sum()) if mask is not None else float(len(rows)) for rows in groups]
+            groups = [rows for rows, size in zip(groups, sizes, strict=True) if size > 0]
+            sizes = [size for size in sizes if size > 0]
+            if len(groups) < 2:
+                return super()._uncompiled_update(batch)
+            self._compute_off_policyness(batch)
+            grads: list[dict] = []
+            losses: list[torch.Tensor] = []
+            fwd_out = None
+            for rows in groups:
+                part = {module_id: tree.map_structure(lambda v, r=rows: v[r], dict(sub))}
+                fwd_out = self.module.forward_train(part)
+                loss_per_module = self.compute_losses(fwd_out=fwd_out, batch=part)
+                grads.append({pid: g.detach().clone() for pid, g in
+                              self.compute_gradients(loss_per_module).items() if g is not None})
+                losses.append(loss_per_module[module_id].detach())
+            total = sum(sizes)
+            weights = [s / total for s in sizes]
+            mean_grad = {pid: sum(w * g[pid] for w, g in zip(weights, grads, strict=True))
+                         for pid in grads[0]}
+            sample = estimate(
+                [float(sum((g[pid].double() ** 2).sum() for pid in g)) for g in grads], sizes,
+                float(sum((v.double() ** 2).sum() for v in mean_grad.values())))
+            for part, key in NOISE_KEYS.items():
+                self.metrics.log_value(key, float(getattr(sample, part)), reduce="item_series")
+            postprocessed = self.postprocess_gradients(mean_grad)
+            self.apply_gradients(postprocessed)
+            loss = sum(w * loss for w, loss in zip(weights, losses, strict=True))
+            return fwd_out, {module_id: loss}, {}
+
+    return {"EnvGroupCallback": EnvGroupCallback, "AddEnvGroupColumn": AddEnvGroupColumn,
+            "NoiseScalePPOLearner": NoiseScalePPOLearner}
+
+
+def _rows(sub) -> int:
+    from ray.rllib.core.columns import Columns
+
+    return int(sub[Columns.OBS].shape[0])
+
+
+def _add_group_column(input_observation_space, input_action_space, device=None):
+    return rllib_classes()["AddEnvGroupColumn"]()
+
+
+# --------------------------------------------------------------------------- config
+
+
+def check_supported(cfg: Config) -> None:
+    if cfg.agent.algo != "ppo":
+        raise UserError("--backend rllib runs PPO only: add --agent ppo (or leave --agent out)")
+    if cfg.run.serial:
+        raise UserError("--backend rllib has no --serial mode; leave --serial out")
+    if cfg.env.n_envs % cfg.run.n_actors:
+        raise UserError(f"--backend rllib splits --n-envs evenly over --n-actors env runners: "
+                        f"{cfg.env.n_envs} is not a multiple of {cfg.run.n_actors}")
+
+
+def ppo_config(cfg: Config):
+    """An RLlib PPOConfig with the run's settings (CleanRL-style PPO where RLlib allows)."""
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+    classes = rllib_classes()
+    a = cfg.agent
+    n_runners = cfg.run.n_actors
+    batch = cfg.env.n_envs * a.n_steps
+    if cfg.is_atari:
+        # Nature CNN conv stack (valid padding: 7x7x64 = 3136 features); RLlib puts a
+        # 512-unit layer in each of the policy and value heads (Nature shares one).
+        model = DefaultModelConfig(conv_filters=[[32, 8, 4, "valid"], [64, 4, 2, "valid"],
+                                                 [64, 3, 1, "valid"]],
+                                   conv_activation="relu", head_fcnet_hiddens=[512],
+                                   vf_share_layers=True)
+    else:
+        model = DefaultModelConfig(fcnet_hiddens=[a.mlp_hidden, a.mlp_hidden], fcnet_activation="tanh",
+                                   vf_share_layers=False)
+    return (
+        PPOConfig()
+        .environment("rlscale-env", env_config=_env_config(cfg))
+        .framework("torch")
+        .env_runners(num_env_runners=n_runners, num_envs_per_env_runner=cfg.env.n_envs // n_runners,
+                     rollout_fragment_length=a.n_steps, num_cpus_per_env_runner=1)
+        .training(
+            lr=a.lr, gamma=a.gamma, lambda_=a.gae_lambda, clip_param=a.clip_coef,
+            # RLlib clips the squared value error (not the value change, as CleanRL does).
+            vf_clip_param=10.0 if a.clip_value_loss else math.inf,
+            entropy_coeff=a.ent_coef, vf_loss_coeff=a.vf_coef, use_kl_loss=False,
+            grad_clip=a.max_grad_norm or None, grad_clip_by="global_norm",
+            train_batch_size_per_learner=batch, minibatch_size=batch // a.n_minibatches,
+            num_epochs=a.n_epochs,
+        )
+        .learners(
+            num_learners=0, learner_class=classes["NoiseScalePPOLearner"],
+            learner_connector=_add_group_column,
+            learner_config_dict={"noise_groups": cfg.noise.noise_groups if cfg.noise.measure_noise else 1},
+        )
+        .rl_module(model_config=model)
+        .callbacks(classes["EnvGroupCallback"])
+        .debugging(seed=cfg.run.seed, log_level="ERROR")
+    )
+
+
+def resize_envs(algo, n_envs: int) -> float:
+    """Give every env runner n_envs / runners environments; seconds it took.
+
+    Unfinished episodes of the old envs are dropped (never reported, never
+    trained on); the train batch follows the env count, the minibatch count stays.
+    """
+    runners = max(1, algo.config.num_env_runners)
+    per_runner = n_envs // runners
+    start = time.perf_counter()
+    horizon = algo.config.get_rollout_fragment_length()
+    minibatches = algo.config.train_batch_size_per_learner // algo.config.minibatch_size
+    algo.config._is_frozen = False  # RLlib freezes a built algorithm's config; these fields are read per train()
+    algo.config.num_envs_per_env_runner = per_runner
+    algo.config.train_batch_size_per_learner = n_envs * horizon
+    algo.config.minibatch_size = n_envs * horizon // minibatches
+    algo.config.freeze()
+
+    def rebuild(runner) -> int:
+        runner.config = runner.config.copy(copy_frozen=False)
+        runner.config.num_envs_per_env_runner = per_runner
+        runner.make_env()
+        return runner.num_envs
+
+    algo.env_runner_group.foreach_env_runner(rebuild, local_env_runner=algo.config.num_env_runners == 0)
+    return time.perf_counter() - start
+
+
+def set_learner_lr(algo, lr: float) -> None:
+    algo.learner_group.foreach_learner(lambda learner: learner.set_lr(lr))
+
+
+# --------------------------------------------------------------------------- the training loop
+
+
+@dataclass
+class RLlibState:
+    """What a resumed RLlib run needs besides RLlib's own checkpoint (JSON, next to it)."""
+
+    agent_steps: int = 0
+    examples: int = 0
+    episodes: int = 0
+    updates: int = 0  # optimizer steps
+    wall_seconds: float = 0.0
+    n_envs: int = 0
+    base_lr: float = 0.0  # the controller's lr at the current batch, before annealing
+    goals: dict[str, dict[str, float]] = field(default_factory=dict)
+    recent_returns: list[float] = field(default_factory=list)
+    noise: dict[str, float] = field(default_factory=dict)  # NoiseScaleEMA state
+    controller: dict[str, float] = field(default_factory=dict)
+    checkpoint: str = ""  # directory name of RLlib's checkpoint under the run directory
+
+
+STATE_FILE = "rllib_state.json"
+
+
+def _items(result: dict, key: tuple[str, ...]) -> list:
+    """An item-series metric's items this iteration (RLlib reports an empty one as NaN)."""
+    value = _find(result, key)
+    return list(value) if isinstance(value, list | tuple) else []
+
+
+def _find(result: dict, key: tuple[str, ...], default: Any = None) -> Any:
+    node: Any = result
+    for part in key:
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def save_rllib_checkpoint(algo, run_dir: Path, state: RLlibState) -> Path:
+    """RLlib's checkpoint into a new directory, then the state file names it (atomic switch)."""
+    name = f"rllib-ckpt-{state.agent_steps:012d}"
+    target = run_dir / name
+    if target.exists():
+        shutil.rmtree(target)
+    algo.save_to_path(str(target))
+    previous = state.checkpoint
+    state.checkpoint = name
+    # Atomic: a kill before the state file names the new checkpoint leaves the previous one valid.
+    write_json(run_dir / STATE_FILE, asdict(state))
+    if previous and previous != name:
+        shutil.rmtree(run_dir / previous, ignore_errors=True)
+    return target
+
+
+def load_rllib_state(run_dir: Path) -> RLlibState:
+    path = run_dir / STATE_FILE
+    if not path.is_file():
+        raise UserError(f"{run_dir} has no {STATE_FILE}: the RLlib run wrote no checkpoint yet")
+    try:
+        return RLlibState(**json.loads(path.read_text()))
+    except (ValueError, TypeError) as err:
+        raise UserError(f"{path} is damaged ({err}); start a new run") from None
+
+
+def train_rllib(cfg: Config, run_dir: Path, resume: bool = False) -> int:
+    """Train RLlib PPO with the noise scale and the controller; native TensorBoard tags."""
+    check_rllib_version()
+    check_supported(cfg)
+    import ray
+    import torch
+    from ray.tune.registry import register_env
+
+    try:
+        # Here first: RLlib reports an env that fails in a remote env runner as an IndexError.
+        make_env(_env_config(cfg)).close()
+    except Exception as err:  # noqa: BLE001 - any failure becomes one line for the user
+        raise UserError(f"cannot create {cfg.env.env_id} for RLlib: {err}") from None
+    st = load_rllib_state(run_dir) if resume else RLlibState(n_envs=cfg.env.n_envs, base_lr=cfg.agent.lr)
+    # One torch thread in the driver: RLlib's small-batch train() runs much faster so.
+    torch.set_num_threads(cfg.run.learner_threads or 1)
+    own_ray = not ray.is_initialized()
+    if own_ray:
+        ray.init(address=cfg.run.address or None, include_dashboard=False, log_to_driver=False,
+                 configure_logging=True, logging_level="ERROR")
+    register_env("rlscale-env", make_env)
+    logger = RunLogger(str(run_dir), purge_step=st.agent_steps + 1 if resume else None)
+    logger.returns.extend(st.recent_returns)
+    algo = None
+    try:
+        algo = ppo_config(replace(cfg, env=replace(cfg.env, n_envs=st.n_envs))).build_algo()
+        if resume:
+            algo.restore_from_path(str(run_dir / st.checkpoint))
+        total = cfg.total_agent_steps
+        controller = BatchController(cfg.control, cfg.observations_per_env, vector_size=cfg.run.n_actors)
+        ema = NoiseScaleEMA(cfg.noise.noise_horizon)
+        if resume:
+            controller.load_state_dict(st.controller)
+            ema = NoiseScaleEMA.from_state_dict(st.noise)
+            print(f"resuming from {st.agent_steps:,} agent steps", flush=True)
+        print(f"{cfg.env.env_id} | ppo (RLlib {ray.__version__}) | {st.n_envs} envs x {cfg.agent.n_steps} "
+              f"steps | {cfg.run.n_actors} env runners | batch control: {cfg.control.batch} "
+              f"| budget {total:,} agent steps", flush=True)
+        last_sec, last_steps, steps_per_s = time.perf_counter(), st.agent_steps, 0.0
+        since_checkpoint = 0
+        finished = False
+        while st.agent_steps < total:
+            start = time.perf_counter()
+            lr_now = st.base_lr * (1.0 - st.agent_steps / total if cfg.agent.anneal_lr else 1.0)
+            set_learner_lr(algo, lr_now)
+            result = algo.train()
+            steps = int(_find(result, ("env_runners", "num_env_steps_sampled"), 0))
+            st.agent_steps += steps
+            st.examples += steps * cfg.agent.n_epochs
+            st.updates += cfg.agent.n_epochs * cfg.agent.n_minibatches
+            since_checkpoint += cfg.agent.n_epochs * cfg.agent.n_minibatches
+            metrics: dict[str, float] = {}
+            noise = zip(*(_items(result, ("learners", *key)) for key in NOISE_KEYS.values()), strict=True)
+            for grad_sq, trace_sigma, b_big in noise:
+                ema.update(NoiseSample(grad_sq, trace_sigma, math.nan, b_big))
+                metrics["noise/raw_grad_sq_total"] = grad_sq
+                metrics["noise/raw_trace_sigma_total"] = trace_sigma
+            stop = False
+            episodes = zip(*(_items(result, ("env_runners", *key)) for key in EPISODE_KEYS.values()),
+                           strict=True)
+            for episode_return, length in episodes:
+                st.episodes += 1
+                logger.episode(episode_return, length, st.agent_steps)
+                position = {"agent_steps": st.agent_steps, "updates": st.updates, "examples": st.examples,
+                            "wall_seconds": round(st.wall_seconds, 1)}
+                stop = record_goals(cfg, logger, st.goals, position) or stop
+            b_simple = ema.b_simple if cfg.noise.measure_noise else None
+            decision = controller.step(st.n_envs, b_simple, steps / cfg.agent.n_minibatches, st.base_lr)
+            if decision.n_envs != st.n_envs:
+                seconds = resize_envs(algo, decision.n_envs)
+                metrics["batch/resize_seconds"] = seconds
+                print(f"resize {st.n_envs} -> {decision.n_envs} envs ({decision.reason}); "
+                      f"lr {st.base_lr:.2e} -> {decision.lr:.2e}; {seconds:.2f} s", flush=True)
+                st.n_envs, st.base_lr = decision.n_envs, decision.lr
+            st.wall_seconds += time.perf_counter() - start
+            now = time.perf_counter()
+            if now - last_sec >= 2.0:
+                steps_per_s = (st.agent_steps - last_steps) / (now - last_sec)
+                last_sec, last_steps = now, st.agent_steps
+            metrics.update(_learner_metrics(result))
+            metrics.update({
+                "batch/n_envs": st.n_envs, "batch/size": steps,
+                "batch/optimizer_batch": steps / cfg.agent.n_minibatches,
+                "perf/steps_per_s": steps_per_s, "perf/wall_seconds": st.wall_seconds,
+                "train/lr": lr_now, "train/updates": st.updates, "train/examples": st.examples,
+            })
+            if ema.grad_sq is not None:
+                metrics["noise/grad_sq"] = ema.grad_sq
+                metrics["noise/trace_sigma"] = ema.trace_sigma
+            if b_simple is not None:  # the total is this backend's only signal
+                metrics["noise/b_simple_total"] = metrics["noise/b_simple"] = b_simple
+            if decision.target_batch is not None:
+                metrics["batch/target"] = decision.target_batch
+            logger.scalars(metrics, st.agent_steps)
+            logger.progress(st.agent_steps, total, steps_per_s, st.n_envs, b_simple, "total", lr_now,
+                            interval=cfg.run.log_interval)
+            if since_checkpoint >= cfg.run.checkpoint_every:
+                _checkpoint(algo, run_dir, st, logger, controller, ema, cfg, finished=False)
+                since_checkpoint = 0
+            if stop:
+                break
+        finished = True
+        path = _checkpoint(algo, run_dir, st, logger, controller, ema, cfg, finished=True)
+        print(f"done: {st.agent_steps:,} agent steps, {st.updates:,} updates, {st.episodes:,} episodes "
+              f"in {st.wall_seconds / 60:.1f} min; checkpoint {path}", flush=True)
+        return 0
+    except KeyboardInterrupt:
+        if algo is None:
+            print("interrupted before training started", file=sys.stderr)
+            return 130
+        if not finished:
+            path = _checkpoint(algo, run_dir, st, logger, controller, ema, cfg, finished=False)
+            print(f"\ninterrupted: checkpoint {path}\nresume with: python -m rlscale.train --resume {run_dir}",
+                  file=sys.stderr, flush=True)
+        return 130
+    finally:
+        logger.close()
+        if algo is not None:
+            algo.stop()
+        if own_ray:
+            ray.shutdown()
+
+
+def _checkpoint(algo, run_dir: Path, st: RLlibState, logger: RunLogger, controller: BatchController,
+                ema: NoiseScaleEMA, cfg: Config, finished: bool) -> Path:
+    logger.flush()  # every event up to the checkpoint is on disk before it is
+    st.recent_returns = list(logger.returns)
+    st.controller = controller.state_dict()
+    st.noise = ema.state_dict()
+    path = save_rllib_checkpoint(algo, run_dir, st)
+    summary = {key: value for key, value in asdict(st).items()
+               if key not in ("recent_returns", "noise", "controller", "checkpoint", "base_lr")}
+    summary.update(mean_return=logger.mean_return, env_id=cfg.env.env_id, backend="rllib", finished=finished)
+    write_json(run_dir / SUMMARY_FILE, summary)
+    return path
+
+
+LEARNER_TAGS = {  # native tag -> RLlib's learner metric
+    "train/policy_loss": "policy_loss", "train/value_loss": "vf_loss", "train/entropy": "entropy",
+    "train/approx_kl": "mean_kl_loss", "train/explained_variance": "vf_explained_var",
+    "train/grad_norm": "gradients_default_optimizer_global_norm",
+}
+
+
+def _learner_metrics(result: dict) -> dict[str, float]:
+    module = _find(result, ("learners", "default_policy"), {}) or {}
+    return {tag: float(module[key]) for tag, key in LEARNER_TAGS.items() if key in module}

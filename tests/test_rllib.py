@@ -1,0 +1,161 @@
+"""RLlib integration (optional extra rlscale[rllib]; CI installs it): gradients, tags, resizing, versions."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+
+from rlscale.config import build_config
+from rlscale.errors import UserError
+from rlscale.integrations import rllib as integration
+from tests.conftest import run_command
+
+try:
+    integration.check_rllib_version()
+except UserError as err:  # the extra is not installed: the group is skipped, not failed
+    pytest.skip(f"RLlib extra not installed ({err})", allow_module_level=True)
+
+pytestmark = pytest.mark.rllib
+
+
+@pytest.mark.parametrize("version", ["2.59.0", "1.13.0", "3.0.0", "nightly"])
+def test_unsupported_rllib_versions_are_refused_with_a_clear_line(version):
+    with pytest.raises(UserError, match=r"RLlib .* is not supported .*pip install 'rlscale\[rllib\]'"):
+        integration.check_rllib_version(version)
+
+
+def test_supported_versions_pass():
+    assert integration.check_rllib_version("2.60.0") == "2.60.0"
+    assert integration.check_rllib_version("2.61.3") == "2.61.3"
+
+
+def cartpole_config(**overrides):
+    return build_config("cartpole", "ppo", {"n_envs": 4, "n_actors": 1, "backend": "rllib", **overrides})
+
+
+def test_grouped_gradient_equals_stock_ppo_gradient_on_the_same_batch():
+    """The noise-scale learner applies the minibatch gradient stock PPO applies."""
+    from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+    from ray.tune.registry import register_env
+
+    register_env("rlscale-env", integration.make_env)
+    cfg = cartpole_config()
+    rl_config = integration.ppo_config(cfg).env_runners(num_env_runners=0)
+    runner = SingleAgentEnvRunner(config=rl_config)
+    episodes = runner.sample(num_timesteps=512, random_actions=False)
+    env_ids = {ep.custom_data[integration.GROUP_COLUMN] for ep in episodes}
+    assert len(env_ids) == 4  # every episode carries its environment's id
+
+    applied: dict[str, list] = {}
+
+    def spy(cls: type, name: str) -> type:
+        def apply_gradients(self, gradients_dict):
+            # Keys are the learner's own parameter objects: keep the values, in parameter order.
+            applied.setdefault(name, []).append([v.detach().clone() for v in gradients_dict.values()])
+            return cls.apply_gradients(self, gradients_dict)
+        return type(f"Spy{cls.__name__}", (cls,), {"apply_gradients": apply_gradients})
+
+    learners = {}
+    for name, cls in (("grouped", integration.rllib_classes()["NoiseScalePPOLearner"]), ("stock", PPOTorchLearner)):
+        config = rl_config.copy(copy_frozen=False).learners(learner_class=spy(cls, name))
+        learners[name] = config.build_learner(env=runner.env.unwrapped)
+    learners["stock"].module.set_state(learners["grouped"].module.get_state())
+    results = {}
+    for name, learner in learners.items():
+        # One epoch, one minibatch: the whole batch, in the same order for both learners.
+        results[name] = learner.update(episodes=copy.deepcopy(episodes), num_epochs=1,
+                                       timesteps={"num_env_steps_sampled_lifetime": 512})
+    (grouped,), (stock,) = applied["grouped"], applied["stock"]
+    assert [g.shape for g in grouped] == [g.shape for g in stock]
+    for mine, theirs in zip(grouped, stock, strict=True):
+        np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-4, atol=1e-7)
+    samples = results["grouped"]["rlscale"]["noise_grad_sq"].peek()
+    assert len(samples) == 1 and np.isfinite(samples[0])  # the grouped path ran and measured
+    assert "rlscale" not in results["stock"]
+    runner.stop()
+
+
+@pytest.mark.timeout(600)
+def test_closed_loop_rllib_run_writes_native_tags_and_changes_its_env_count(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run_dir = tmp_path / "rllib"
+    # A low r and no cool-down: the sqrt target sits far below 8 envs x 32 observations, so
+    # the controller must shrink the pool once it has an estimate.
+    result = run_command(["rlscale.train", "cartpole", "--backend", "rllib", "--n-actors", "2",
+                          "--n-envs", "8", "--n-steps", "128", "--total-frames", "12000",
+                          "--batch", "sqrt", "--r", "4", "--cooldown", "0", "--min-envs", "2",
+                          "--max-envs", "16", "--vector-size", "2", "--noise-groups", "2",
+                          "--run-dir", str(run_dir)], timeout=540)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "resize 8 -> 4 envs (shrink" in result.stdout
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    for tag in ("noise/b_simple", "noise/b_simple_total", "noise/grad_sq", "noise/trace_sigma", "rollout/episode_return",
+                "batch/n_envs", "batch/size", "batch/target", "train/lr", "train/approx_kl",
+                "train/explained_variance", "train/policy_loss", "train/value_loss", "train/entropy"):
+        assert tag in tags, tag
+    n_envs = [e.value for e in events.Scalars("batch/n_envs")]  # after each update's resize
+    assert min(n_envs) < 8
+    sizes = [e.value for e in events.Scalars("batch/size")]
+    assert sizes[0] >= 8 * 128 and min(sizes) < 8 * 128  # the train batch followed the env count
+    returns = [e.value for e in events.Scalars("rollout/episode_return")]
+    assert returns and all(r >= 8 for r in returns)  # raw CartPole returns (an episode lasts >= 8 steps)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["finished"] and summary["backend"] == "rllib"
+    assert summary["agent_steps"] >= 12_000
+
+
+def test_rllib_backend_bad_input_is_one_line():
+    result = run_command(["rlscale.train", "cartpole", "--backend", "rllib", "--agent", "a2c"], timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: --backend rllib runs PPO only: add --agent ppo (or leave --agent out)"]
+
+
+@pytest.mark.timeout(600)
+def test_interrupted_rllib_run_resumes_without_gaps_or_duplicates(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from tests.conftest import ROOT
+
+    run_dir = tmp_path / "run"
+    args = ["cartpole", "--backend", "rllib", "--n-actors", "1", "--n-envs", "4", "--total-frames", "8000",
+            "--checkpoint-every", "16", "--run-dir", str(run_dir)]
+    proc = subprocess.Popen([sys.executable, "-m", "rlscale.train", *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not (run_dir / integration.STATE_FILE).exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no checkpoint in time"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    assert "resume with: python -m rlscale.train --resume" in err
+    before = json.loads((run_dir / "summary.json").read_text())
+    assert 0 < before["agent_steps"] < 8000 and not before["finished"]
+    result = run_command(["rlscale.train", "--resume", str(run_dir)], timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"resuming from {before['agent_steps']:,} agent steps" in result.stdout
+    after = json.loads((run_dir / "summary.json").read_text())
+    assert after["finished"] and after["agent_steps"] >= 8000
+    assert after["episodes"] > before["episodes"]
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    steps = [e.step for e in events.Scalars("batch/size")]
+    assert steps == sorted(set(steps)) and steps[-1] == after["agent_steps"]  # no duplicates
+    assert len(list(run_dir.glob("rllib-ckpt-*"))) == 1  # older checkpoints are removed
