@@ -426,6 +426,7 @@ def train_rllib(cfg: Config, run_dir: Path, resume: bool = False) -> int:
     import ray
     import torch
     from ray.tune.registry import register_env
+    from ray.util.debug import log_once
 
     try:
         # Here first: RLlib reports an env that fails in a remote env runner as an IndexError.
@@ -440,6 +441,9 @@ def train_rllib(cfg: Config, run_dir: Path, resume: bool = False) -> int:
         ray.init(address=cfg.run.address or None, include_dashboard=False, log_to_driver=False,
                  configure_logging=True, logging_level="ERROR")
     register_env("rlscale-env", make_env)
+    # RLlib warns on every PPO build that it runs on the new API stack, which is what we
+    # ask for; consuming its once-key keeps the console to rlscale's own lines.
+    log_once("PPO_on_new_api_stack")
     logger = RunLogger(str(run_dir), purge_step=st.agent_steps + 1 if resume else None)
     logger.returns.extend(st.recent_returns)
     algo = None
