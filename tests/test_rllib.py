@@ -76,6 +76,14 @@ def test_grouped_gradient_equals_stock_ppo_gradient_on_the_same_batch():
     samples = results["grouped"]["rlscale"]["noise_grad_sq"].peek()
     assert len(samples) == 1 and np.isfinite(samples[0])  # the grouped path ran and measured
     assert "rlscale" not in results["stock"]
+
+    # The controller's learning rate holds through RLlib's per-update scheduler reset.
+    grouped_learner = learners["grouped"]
+    grouped_learner.set_lr(1.234e-3)
+    grouped_learner.update(episodes=copy.deepcopy(episodes), num_epochs=1,
+                           timesteps={"num_env_steps_sampled_lifetime": 1024})
+    (_, optimizer), = grouped_learner.get_optimizers_for_module("default_policy")
+    assert [g["lr"] for g in optimizer.param_groups] == [1.234e-3]
     runner.stop()
 
 
