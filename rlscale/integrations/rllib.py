@@ -26,6 +26,7 @@ those of RLlib 2.60, so other versions are refused with a clear message.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import shutil
@@ -119,6 +120,7 @@ def _env_config(cfg: Config) -> dict[str, Any]:
 # Imported lazily: the classes subclass RLlib's, which only exists with the extra.
 
 
+@functools.cache  # one set of classes per process, so isinstance checks and pickling agree
 def rllib_classes() -> dict[str, type]:
     check_rllib_version()
     from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
