@@ -59,7 +59,8 @@ def plot_returns(runs: list[RunRecord], goals: list[float], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with_wall = [r for r in runs if "perf/wall_seconds" in r.scalars]
+    walls = {run.name: run.wall_curve() for run in runs}
+    with_wall = [r for r in runs if walls[r.name] is not None]
     fig, axes = plt.subplots(1, 2 if with_wall else 1, figsize=(13 if with_wall else 7, 4.8),
                              sharey=True, squeeze=False)
     for run in runs:
@@ -69,7 +70,7 @@ def plot_returns(runs: list[RunRecord], goals: list[float], out: Path) -> None:
         smooth = smoothed_returns(values, GOAL_WINDOW)
         (line,) = axes[0, 0].plot(steps, smooth, label=run.name)
         if run in with_wall:
-            axes[0, 1].plot(np.interp(steps, *run.scalars["perf/wall_seconds"]) / 60, smooth,
+            axes[0, 1].plot(np.interp(steps, *walls[run.name]) / 60, smooth,
                             color=line.get_color(), label=run.name)
     axes[0, 0].set_xlabel("agent steps")
     axes[0, 0].set_ylabel(f"mean return of the last {GOAL_WINDOW} episodes")

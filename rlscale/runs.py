@@ -65,6 +65,22 @@ class RunRecord:
             return float(self.scalars["perf/wall_seconds"][1][-1])
         return float(self.summary["wall_seconds"]) if self.summary else None
 
+    def wall_curve(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(agent steps, training seconds so far), or None when the run cannot tell.
+
+        Runs from before the ``perf/wall_seconds`` tag existed are rebuilt from
+        their per-update rollout and learner seconds (which leave out resizes and
+        logging, a few percent).
+        """
+        if "perf/wall_seconds" in self.scalars:
+            return self.scalars["perf/wall_seconds"]
+        if {"perf/rollout_seconds", "perf/learner_seconds"} <= self.scalars.keys():
+            steps, rollout = self.scalars["perf/rollout_seconds"]
+            learner_steps, learner = self.scalars["perf/learner_seconds"]
+            if np.array_equal(steps, learner_steps):
+                return steps, np.cumsum(rollout + learner)
+        return None
+
     def goal(self, goal: float) -> GoalHit | None:
         steps, values = self.returns()
         at = first_crossing(steps, values, goal, GOAL_WINDOW)

@@ -24,6 +24,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("run_dir", type=Path)
     p.add_argument("--bins", type=int, default=8)
+    p.add_argument("--stall-seconds", type=float, default=20.0, help="an update longer than this is a stall")
     args = p.parse_args()
     data = read_scalars(args.run_dir)
     updates = data["batch/size"][0]
@@ -48,6 +49,15 @@ def main() -> None:
         at = [smooth[steps <= b][-1] if (steps <= b).any() else np.nan for b in edges[1:]]
         print("mean return (last 20) at bin ends: " + " | ".join(f"{r:.1f}" for r in at))
         print(f"best mean return (last 20): {smooth[19:].max() if smooth.size >= 20 else np.nan:.1f}")
+    if "perf/wall_seconds" in data:
+        # An update that took minutes means the process was paused (kill -STOP) or stalled;
+        # the wall time without them is what the run needed.
+        steps, wall = data["perf/wall_seconds"]
+        took = np.diff(wall)
+        stalls = np.flatnonzero(took > args.stall_seconds)
+        print(f"updates longer than {args.stall_seconds:g} s: {stalls.size} "
+              f"({', '.join(f'{took[i]:.0f} s at {steps[i + 1]:,}' for i in stalls) or 'none'}); "
+              f"wall {wall[-1] / 60:.1f} min, without them {(wall[-1] - took[stalls].sum()) / 60:.1f} min")
     summary = args.run_dir / "summary.json"
     if summary.exists():
         s = json.loads(summary.read_text())

@@ -157,3 +157,18 @@ def test_corrupt_checkpoint_is_one_line(trained_runs, tmp_path):
     bad = tmp_path / "ckpt-000000000001.pt"
     bad.write_bytes(b"not a checkpoint")
     assert_one_line_error(run_command(["rlscale.evaluate", str(bad)], timeout=60), "corrupt")
+
+
+def test_wall_curve_of_runs_without_the_wall_tag_is_rebuilt_from_update_times():
+    from rlscale.config import Config
+    from rlscale.runs import RunRecord
+
+    steps = np.array([80, 160, 240])
+    old = RunRecord(Path("old"), Config(), {"perf/rollout_seconds": (steps, np.array([1.0, 2.0, 3.0])),
+                                            "perf/learner_seconds": (steps, np.array([0.5, 0.5, 0.5]))}, None)
+    curve_steps, seconds = old.wall_curve()
+    assert list(curve_steps) == [80, 160, 240] and list(seconds) == [1.5, 4.0, 7.5]
+    new = RunRecord(Path("new"), Config(), {"perf/wall_seconds": (steps, np.array([2.0, 4.0, 6.0])),
+                                            "perf/rollout_seconds": (steps, np.ones(3))}, None)
+    assert list(new.wall_curve()[1]) == [2.0, 4.0, 6.0]  # the logged wall time wins
+    assert RunRecord(Path("none"), Config(), {}, None).wall_curve() is None
