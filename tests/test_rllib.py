@@ -11,7 +11,7 @@ import pytest
 from rlscale.config import build_config
 from rlscale.errors import UserError
 from rlscale.integrations import rllib as integration
-from tests.conftest import run_command
+from tests.conftest import interrupt_when, run_command, train_subprocess
 
 try:
     integration.check_rllib_version()
@@ -128,30 +128,12 @@ def test_rllib_backend_bad_input_is_one_line():
 
 @pytest.mark.timeout(600)
 def test_interrupted_rllib_run_resumes_without_gaps_or_duplicates(tmp_path):
-    import signal
-    import subprocess
-    import sys
-    import time
-
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from tests.conftest import ROOT
-
     run_dir = tmp_path / "run"
-    args = ["cartpole", "--backend", "rllib", "--n-actors", "1", "--n-envs", "4", "--total-frames", "8000",
-            "--checkpoint-every", "16", "--run-dir", str(run_dir)]
-    proc = subprocess.Popen([sys.executable, "-m", "rlscale.train", *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 240
-        while not (run_dir / integration.STATE_FILE).exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "no checkpoint in time"
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
+    proc = train_subprocess(["cartpole", "--backend", "rllib", "--n-actors", "1", "--n-envs", "4",
+                             "--total-frames", "8000", "--checkpoint-every", "16", "--run-dir", str(run_dir)])
+    err = interrupt_when(proc, lambda: (run_dir / integration.STATE_FILE).exists(), timeout=240)
     assert proc.returncode == 130
     assert "resume with: python -m rlscale.train --resume" in err
     before = json.loads((run_dir / "summary.json").read_text())

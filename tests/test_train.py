@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -18,7 +16,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from rlscale import checkpoint
 from rlscale.config import build_config
 from rlscale.train import build, main, save_checkpoint, train_loop
-from tests.conftest import ROOT
+from tests.conftest import interrupt_when, train_subprocess
 
 REQUIRED_TAGS = {
     "rollout/episode_return", "rollout/episode_length", "train/policy_loss", "train/value_loss",
@@ -80,12 +78,6 @@ def read_counters(run_dir: Path) -> dict:
     return checkpoint.load(checkpoint.latest(run_dir))["counters"]
 
 
-def train_subprocess(args: list[str]) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, "-m", "rlscale.train", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 def wait_for_checkpoints(run_dir: Path, count: int, proc: subprocess.Popen, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while len(checkpoint.list_checkpoints(run_dir)) < count:
@@ -125,16 +117,8 @@ def test_sigint_leaves_a_checkpoint_and_a_resume_hint(tmp_path):
     run_dir = tmp_path / "run"
     proc = train_subprocess(["cartpole", "--serial", "--checkpoint-every", "100000",
                              "--run-dir", str(run_dir)])
-    try:
-        deadline = time.monotonic() + 120
-        while not (run_dir / "config.toml").exists() or not list(run_dir.glob("events.*")):
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.2)
-        time.sleep(3.0)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
+    err = interrupt_when(proc, lambda: (run_dir / "config.toml").exists() and bool(list(run_dir.glob("events.*"))),
+                         timeout=120, settle=3.0)
     assert proc.returncode == 130
     assert "resume with: python -m rlscale.train --resume" in err
     assert "Traceback" not in err
