@@ -39,7 +39,7 @@ class A2CLearner(Learner):
         def group_loss(cols: np.ndarray):
             def loss():
                 idx = torch.from_numpy(cols).to(dev)
-                logits, value = self.model(obs[:, idx].flatten(0, 1))
+                logits, value = self.forward(obs[:, idx].flatten(0, 1))
                 dist = torch.distributions.Categorical(logits=logits)
                 logprob = dist.log_prob(actions[:, idx].flatten())
                 entropy = dist.entropy().mean()

@@ -50,7 +50,8 @@ def _sq_norm(grads: Sequence[torch.Tensor]) -> float:
 
 
 def _gram_sq_norm(delta: torch.Tensor, x: torch.Tensor) -> float:
-    """|delta^T x|_F^2 without forming delta^T x."""
+    """|delta^T x|_F^2 without forming delta^T x (in fp32 even when the layer ran in bf16)."""
+    delta, x = delta.float(), x.float()
     return float(((delta @ delta.T) * (x @ x.T)).sum())
 
 
@@ -146,6 +147,7 @@ def grouped_gradient(params: list[torch.nn.Parameter], group_losses: Sequence[Gr
     for p, g in zip(autograd_params, sums["total"], strict=True):
         p.grad = g
     for layer, d, x in zip(gram_layers, (torch.cat(ds) for ds in tap_deltas["total"]), inputs, strict=True):
-        layer.weight.grad = d.T @ x  # the batch's weight gradient: sum over groups of w_j delta_j^T x_j
+        # The batch's weight gradient: sum over groups of w_j delta_j^T x_j.
+        layer.weight.grad = (d.float().T @ x.float()).to(layer.weight.dtype)
     out.stats = stats
     return out

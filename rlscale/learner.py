@@ -57,6 +57,17 @@ class Learner:
         self.pending_observations = {part: 0.0 for part in PARTS}
         self.lr = a.lr  # the controller's learning rate; a schedule may scale it (PPO)
 
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits and values in fp32, the network run in the configured precision.
+
+        With bf16 autocast the convolutions and matmuls run in bfloat16 while the
+        parameters, their gradients, the losses and the noise-scale norms stay fp32.
+        """
+        bf16 = self.cfg.run.learner_precision == "bf16"
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bf16):
+            logits, value = self.model(obs)
+        return logits.float(), value.float()
+
     def examples(self, batch_size: int) -> int:
         """Observations the optimizer consumes for one batch (PPO reuses each n_epochs times)."""
         return batch_size

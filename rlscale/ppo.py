@@ -64,7 +64,7 @@ class PPOLearner(Learner):
         def rows_loss(rows: np.ndarray, adv_mean: float, adv_std: float):
             def loss():
                 idx = torch.from_numpy(rows).to(dev)
-                logits, value = self.model(obs[idx])
+                logits, value = self.forward(obs[idx])
                 dist = torch.distributions.Categorical(logits=logits)
                 logratio = dist.log_prob(actions[idx]) - old_logprobs[idx]
                 ratio = logratio.exp()

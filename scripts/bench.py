@@ -11,7 +11,8 @@ second and the ratio to the lean loop:
   one backward pass, TF-style RMSprop; no Ray, no noise scale;
 * rlscale serial: rlscale's pool and learner in one process (noise scale on);
 * rlscale actors, noise off / noise on: 2 Ray actors step the envs, the
-  learner runs in this process; the real pool and learner of the training loop.
+  learner runs in this process; the real pool and learner of the training loop;
+  and noise on with the learner in bf16 autocast (--learner-precision bf16).
 
 Then peak resident memory (RSS) of the learner process and of each actor with
 16 and 256 environments. Every variant runs for the same wall time, one after
@@ -105,9 +106,11 @@ def lean_loop(n_envs: int, seconds: float, n_steps: int = 5, gamma: float = 0.99
         env.close()
 
 
-def rlscale_loop(n_envs: int, seconds: float, serial: bool, measure: bool) -> tuple[float, dict]:
+def rlscale_loop(n_envs: int, seconds: float, serial: bool, measure: bool,
+                 precision: str = "fp32") -> tuple[float, dict]:
     cfg = build_config("pong", None, {"n_envs": n_envs, "serial": serial, "measure_noise": measure,
-                                      "warmup_max_steps": 0, "max_envs": max(256, n_envs)})
+                                      "warmup_max_steps": 0, "max_envs": max(256, n_envs),
+                                      "learner_precision": precision})
     spec = probe_spec(cfg.env)
     learner = A2CLearner(build_network(spec, "auto", 64), cfg)
     pool = SerialPool(cfg, spec) if serial else RayPool(cfg, spec)
@@ -148,11 +151,13 @@ def main() -> None:
         rows.append(("rlscale serial, noise on", n, rlscale_loop(n, args.seconds, True, True)[0]))
         rows.append(("rlscale 2 Ray actors, noise off", n, rlscale_loop(n, args.seconds, False, False)[0]))
         rows.append(("rlscale 2 Ray actors, noise on", n, rlscale_loop(n, args.seconds, False, True)[0]))
+        rows.append(("rlscale 2 Ray actors, noise on, bf16", n,
+                     rlscale_loop(n, args.seconds, False, True, "bf16")[0]))
     print(f"Pong A2C, 5 steps per update, {args.seconds:g} s per row, torch threads 2")
-    print(f"{'what':34s} {'envs':>5s} {'agent steps/s':>14s} {'vs lean':>8s}")
+    print(f"{'what':38s} {'envs':>5s} {'agent steps/s':>14s} {'vs lean':>8s}")
     for what, n, rate in rows:
         lean = next(r for w, m, r in rows if m == n and w.startswith("lean"))
-        print(f"{what:34s} {n:5d} {rate:14,.0f} {rate / lean:8.2f}")
+        print(f"{what:38s} {n:5d} {rate:14,.0f} {rate / lean:8.2f}")
     print("\npeak resident memory (MB)")
     for n in (16, 256):
         _, memory = rlscale_loop(n, min(args.seconds, 10.0), False, True)

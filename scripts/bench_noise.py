@@ -5,9 +5,9 @@
 At B = 80 and B = 640 observations (16 and 128 envs x 5 steps), one real Pong
 batch each, the three learner variants run interleaved round-robin so that
 machine noise hits them alike: measurement off (one backward pass over the
-batch), total only (k = 4 group gradients, every update), and total + policy/value
-parts (one extra backward pass). Prints median milliseconds and the overhead
-ratios against "off".
+batch), total only (k = 4 group gradients, every update), total + policy/value
+parts (one extra backward pass), and "off" and "total" again with the network in
+bf16 autocast. Prints median milliseconds and the ratios against "off" (fp32).
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ VARIANTS = {
     "off": {"measure_noise": False},
     "total (k=4)": {"measure_noise": True, "noise_parts_every": 0},
     "total + parts": {"measure_noise": True, "noise_parts_every": 1},
+    # Issue 9: the same update with the network in bf16 autocast (--learner-precision bf16).
+    "off, bf16": {"measure_noise": False, "learner_precision": "bf16"},
+    "total, bf16": {"measure_noise": True, "noise_parts_every": 0, "learner_precision": "bf16"},
 }
 
 

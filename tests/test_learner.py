@@ -170,3 +170,24 @@ def test_gram_route_gives_the_explicit_norms_and_gradient(parts):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
     # The hooks are gone afterwards: a plain forward pass records nothing.
     assert not model.trunk[7]._forward_hooks
+
+
+def test_bf16_learner_stays_close_to_fp32():
+    """bf16 autocast changes the gradient and the noise estimates only by bf16 rounding."""
+    spec = SPECS["nature_cnn"]
+    batch = random_batch(spec, 5, 8, seed=4)
+    results = {}
+    for precision in ("fp32", "bf16"):
+        torch.manual_seed(2)
+        cfg = build_config("cartpole", None, {"noise_groups": 4, "n_envs": 8, "noise_parts_every": 0,
+                                              "learner_precision": precision})
+        learner = A2CLearner(build_network(spec, "auto", 64), cfg)
+        results[precision] = learner.update(batch)
+        assert all(p.dtype == torch.float32 for p in learner.params)  # master weights stay fp32
+    fp32, bf16 = results["fp32"], results["bf16"]
+    assert bf16["train/grad_norm"] != fp32["train/grad_norm"]  # bf16 really ran
+    for key in ("train/grad_norm", "noise/raw_trace_sigma_total", "train/policy_loss", "train/value_loss"):
+        assert bf16[key] == pytest.approx(fp32[key], rel=0.03), key
+    # |G|^2 is a difference of nearly equal norms: compare it on the scale of tr(Sigma)/B.
+    scale = fp32["noise/raw_trace_sigma_total"] / 40
+    assert abs(bf16["noise/raw_grad_sq_total"] - fp32["noise/raw_grad_sq_total"]) < 0.05 * scale
