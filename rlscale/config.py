@@ -107,9 +107,9 @@ class RunConfig:
     learner_threads: int = opt(0, "torch threads of the learner (0: all cores)")
     learner_device: str = opt("auto", "device of the learner (auto: cuda when this machine has one)",
                               ("auto", "cpu", "cuda"))
-    learner_precision: str = opt("fp32", "learner forward/backward: fp32, or bf16 autocast (experimental: "
-                                 "faster on CPUs with AVX-512 BF16; norms and optimizer stay fp32)",
-                                 ("fp32", "bf16"))
+    learner_precision: str = opt("fp32", "learner forward/backward: fp32, or bf16 autocast (experimental; "
+                                 "needs a GPU or a CPU with AVX-512 BF16/AMX: ~10x slower without; "
+                                 "norms, losses and weights stay fp32)", ("fp32", "bf16"))
     log_interval: float = opt(10.0, "seconds between console progress lines")
     checkpoint_every: int = opt(500, "updates between checkpoints")
     keep_checkpoints: int = opt(3, "checkpoints kept on disk")
