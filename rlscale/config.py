@@ -107,6 +107,8 @@ class RunConfig:
     learner_threads: int = opt(0, "torch threads of the learner (0: all cores)")
     learner_device: str = opt("auto", "device of the learner (auto: cuda when this machine has one)",
                               ("auto", "cpu", "cuda"))
+    channels_last: bool = opt(True, "learner convolutions in channels-last memory format (1.33x faster "
+                              "forward+backward on this CPU, same numbers up to summation order)")
     learner_precision: str = opt("fp32", "learner forward/backward: fp32, or bf16 autocast (experimental; "
                                  "needs a GPU or a CPU with AVX-512 BF16/AMX: ~10x slower without; "
                                  "norms, losses and weights stay fp32)", ("fp32", "bf16"))

@@ -39,8 +39,12 @@ class Learner:
     """Holds the model, the optimizer and one noise-scale EMA per loss part."""
 
     def __init__(self, model: torch.nn.Module, cfg: Config) -> None:
-        self.model = model
         self.cfg = cfg
+        # Convolutions run faster with channels-last tensors here (scripts/bench_network.py);
+        # conversion happens before the optimizer sees the parameters.
+        self.channels_last = cfg.run.channels_last and any(
+            isinstance(m, torch.nn.Conv2d) for m in model.modules())
+        self.model = model.to(memory_format=torch.channels_last) if self.channels_last else model
         self.device = next(model.parameters()).device  # batches are moved here
         self.params = [p for p in model.parameters() if p.requires_grad]
         # Large fully connected layers get their per-group norms from Gram matrices (gradients.py).
@@ -64,6 +68,8 @@ class Learner:
         parameters, their gradients, the losses and the noise-scale norms stay fp32.
         """
         bf16 = self.cfg.run.learner_precision == "bf16"
+        if self.channels_last and obs.dim() == 4:
+            obs = obs.contiguous(memory_format=torch.channels_last)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bf16):
             logits, value = self.model(obs)
         return logits.float(), value.float()

@@ -33,7 +33,9 @@ from rlscale.nets import build_network
 
 def flat_weights(model: torch.nn.Module) -> np.ndarray:
     """The model's parameters as one float32 vector (what the pool broadcasts)."""
-    return torch.nn.utils.parameters_to_vector(model.parameters()).detach().cpu().numpy()
+    # reshape, not view: channels-last weights are not contiguous; reshape copies them
+    # in logical (NCHW) order, which is the order vector_to_parameters fills.
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu().numpy()
 
 
 @dataclass

@@ -6,8 +6,8 @@ At B = 80 and B = 640 observations (16 and 128 envs x 5 steps), one real Pong
 batch each, the three learner variants run interleaved round-robin so that
 machine noise hits them alike: measurement off (one backward pass over the
 batch), total only (k = 4 group gradients, every update), total + policy/value
-parts (one extra backward pass), and "off" and "total" again with the network in
-bf16 autocast. Prints median milliseconds and the ratios against "off" (fp32).
+parts (one extra backward pass), "off" and "total" with the convolutions in
+contiguous layout instead of channels-last, and with the network in bf16 autocast. Prints median milliseconds and the ratios against "off" (fp32).
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ from rlscale.rollout import SerialPool, flat_weights
 
 VARIANTS = {
     "off": {"measure_noise": False},
+    # Issue 9: the convolutions in plain contiguous (NCHW) layout instead of channels-last.
+    "off, contiguous": {"measure_noise": False, "channels_last": False},
+    "total, contiguous": {"measure_noise": True, "noise_parts_every": 0, "channels_last": False},
     "total (k=4)": {"measure_noise": True, "noise_parts_every": 0},
     "total + parts": {"measure_noise": True, "noise_parts_every": 1},
     # Issue 9: the same update with the network in bf16 autocast (--learner-precision bf16).

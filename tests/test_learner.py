@@ -14,7 +14,7 @@ from rlscale.env import EnvSpec
 from rlscale.learner import env_groups
 from rlscale.nets import build_network
 from rlscale.optim import RMSpropTF
-from rlscale.rollout import Batch
+from rlscale.rollout import Batch, flat_weights
 
 
 def random_batch(spec: EnvSpec, n_steps: int, n_envs: int, seed: int = 0) -> Batch:
@@ -59,9 +59,11 @@ def test_update_with_measurement_equals_update_without(kind, parts_every):
         learner = A2CLearner(copy.deepcopy(model), cfg)
         for _ in range(2):  # the second step also exercises the optimizer state
             metrics = learner.update(batch)
-        results.append((torch.nn.utils.parameters_to_vector(learner.model.parameters()), metrics))
+        results.append((torch.from_numpy(flat_weights(learner.model)), metrics))
     (plain, m_plain), (measured, m_measured) = results
-    assert torch.allclose(plain, measured, rtol=1e-5, atol=1e-7)
+    # Float rounding only: grouped and whole-batch passes sum in different orders, and
+    # RMSprop's normalised step turns a ~1e-9 gradient difference into ~1e-7 in a weight.
+    assert torch.allclose(plain, measured, rtol=1e-5, atol=5e-7)
     assert m_plain["train/grad_norm"] == pytest.approx(m_measured["train/grad_norm"], rel=1e-5)
     assert "noise/raw_grad_sq_total" in m_measured and "noise/raw_grad_sq_total" not in m_plain
     assert ("noise/raw_grad_sq_policy" in m_measured) == (parts_every == 1)
@@ -119,11 +121,11 @@ def test_non_finite_gradient_is_skipped_and_counted():
     spec = SPECS["mlp"]
     cfg = build_config("cartpole", None, {})
     learner = A2CLearner(build_network(spec, "auto", 64), cfg)
-    before = torch.nn.utils.parameters_to_vector(learner.model.parameters()).clone()
+    before = torch.from_numpy(flat_weights(learner.model)).clone()
     batch = random_batch(spec, 5, 8)
     batch.rewards[2, 3] = np.nan
     metrics = learner.update(batch)
-    after = torch.nn.utils.parameters_to_vector(learner.model.parameters())
+    after = torch.from_numpy(flat_weights(learner.model))
     assert torch.equal(before, after)
     assert metrics["train/skipped_updates"] == 1 and learner.updates == 0
     batch.rewards[2, 3] = 0.0
