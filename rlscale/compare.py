@@ -59,18 +59,18 @@ def plot_returns(runs: list[RunRecord], goals: list[float], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    walls = {run.name: run.wall_curve() for run in runs}
-    with_wall = [r for r in runs if walls[r.name] is not None]
+    walls = [run.wall_curve() for run in runs]  # by position: two runs may share a name
+    with_wall = any(wall is not None for wall in walls)
     fig, axes = plt.subplots(1, 2 if with_wall else 1, figsize=(13 if with_wall else 7, 4.8),
                              sharey=True, squeeze=False)
-    for run in runs:
+    for run, wall in zip(runs, walls, strict=True):
         steps, values = run.returns()
         if not values.size:
             continue
         smooth = smoothed_returns(values, GOAL_WINDOW)
         (line,) = axes[0, 0].plot(steps, smooth, label=run.name)
-        if run in with_wall:
-            axes[0, 1].plot(np.interp(steps, *walls[run.name]) / 60, smooth,
+        if wall is not None:
+            axes[0, 1].plot(np.interp(steps, *wall) / 60, smooth,
                             color=line.get_color(), label=run.name)
     axes[0, 0].set_xlabel("agent steps")
     axes[0, 0].set_ylabel(f"mean return of the last {GOAL_WINDOW} episodes")

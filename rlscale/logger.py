@@ -15,6 +15,22 @@ def _fmt(value: float | None, spec: str = ",.0f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+class StepRate:
+    """Agent steps per second over windows of at least ``window`` seconds (both backends)."""
+
+    def __init__(self, steps: int, window: float = 2.0) -> None:
+        self.window = window
+        self.since, self.steps = time.perf_counter(), steps
+        self.per_second = 0.0
+
+    def update(self, steps: int) -> float:
+        now = time.perf_counter()
+        if now - self.since >= self.window:
+            self.per_second = (steps - self.steps) / (now - self.since)
+            self.since, self.steps = now, steps
+        return self.per_second
+
+
 class RunLogger:
     def __init__(self, run_dir: str, purge_step: int | None = None, window: int = 20) -> None:
         # purge_step drops events a killed run wrote after its last checkpoint,

@@ -37,7 +37,7 @@ from rlscale.control import BatchController
 from rlscale.env import check_env_id, probe_spec
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.learner import Learner, resolve_device
-from rlscale.logger import RunLogger
+from rlscale.logger import RunLogger, StepRate
 from rlscale.nets import build_network
 from rlscale.ppo import PPOLearner
 from rlscale.rollout import ActorFailures, flat_weights, make_pool
@@ -163,8 +163,7 @@ def train_loop(run: Run) -> None:
     cfg, c, learner = run.cfg, run.counters, run.learner
     total = cfg.total_agent_steps
     signal_name = cfg.control.signal if cfg.noise.measure_noise else "off"
-    last_sec, last_steps = time.perf_counter(), c.agent_steps
-    steps_per_s = 0.0
+    rate = StepRate(c.agent_steps)
     while c.agent_steps < total:
         start = time.perf_counter()
         batch = run.pool.collect(flat_weights(learner.model))
@@ -201,10 +200,7 @@ def train_loop(run: Run) -> None:
             learner.lr = decision.lr
         c.wall_seconds += time.perf_counter() - start
 
-        now = time.perf_counter()
-        if now - last_sec >= 2.0:
-            steps_per_s = (c.agent_steps - last_steps) / (now - last_sec)
-            last_sec, last_steps = now, c.agent_steps
+        steps_per_s = rate.update(c.agent_steps)
         metrics.update({
             # n_envs counts environments still starting up; size is what this update trained on.
             "batch/n_envs": c.n_envs, "batch/starting_envs": batch.starting_envs,

@@ -42,7 +42,7 @@ from rlscale.checkpoint import write_json
 from rlscale.config import Config
 from rlscale.control import BatchController
 from rlscale.errors import UserError
-from rlscale.logger import RunLogger
+from rlscale.logger import RunLogger, StepRate
 from rlscale.noise import NoiseSample, NoiseScaleEMA, estimate
 from rlscale.train import SUMMARY_FILE, record_goals
 
@@ -422,9 +422,11 @@ def load_rllib_state(run_dir: Path) -> RLlibState:
 
 
 def train_rllib(cfg: Config, run_dir: Path, resume: bool = False) -> int:
-    """Train RLlib PPO with the noise scale and the controller; native TensorBoard tags."""
-    check_rllib_version()
-    check_supported(cfg)
+    """Train RLlib PPO with the noise scale and the controller; native TensorBoard tags.
+
+    The caller (``rlscale.train.run_rllib``) has checked the RLlib version and the
+    settings before it created the run directory.
+    """
     import ray
     import torch
     from ray.tune.registry import register_env
@@ -463,7 +465,7 @@ def train_rllib(cfg: Config, run_dir: Path, resume: bool = False) -> int:
         print(f"{cfg.env.env_id} | ppo (RLlib {ray.__version__}) | {st.n_envs} envs x {cfg.agent.n_steps} "
               f"steps | {cfg.run.n_actors} env runners | batch control: {cfg.control.batch} "
               f"| budget {total:,} agent steps", flush=True)
-        last_sec, last_steps, steps_per_s = time.perf_counter(), st.agent_steps, 0.0
+        rate = StepRate(st.agent_steps)
         since_checkpoint = 0
         finished = False
         while st.agent_steps < total:
@@ -500,10 +502,7 @@ def train_rllib(cfg: Config, run_dir: Path, resume: bool = False) -> int:
                       f"lr {st.base_lr:.2e} -> {decision.lr:.2e}; {seconds:.2f} s", flush=True)
                 st.n_envs, st.base_lr = decision.n_envs, decision.lr
             st.wall_seconds += time.perf_counter() - start
-            now = time.perf_counter()
-            if now - last_sec >= 2.0:
-                steps_per_s = (st.agent_steps - last_steps) / (now - last_sec)
-                last_sec, last_steps = now, st.agent_steps
+            steps_per_s = rate.update(st.agent_steps)
             metrics.update(_learner_metrics(result))
             metrics.update({
                 "batch/n_envs": st.n_envs, "batch/size": steps,
