@@ -11,12 +11,11 @@ reports AVX-512 BF16 (/proc/cpuinfo), which bf16 autocast needs to be fast.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from benchtiming import interleaved_medians
 
 from rlscale.env import EnvSpec
 from rlscale.nets import build_network
@@ -52,19 +51,9 @@ def main() -> None:
             "fp32 channels-last": step(last, obs_last, False),
             "bf16 channels-last": step(last, obs_last, True),
         }
-        times: dict[str, list[float]] = {name: [] for name in variants}
-        for run in variants.values():
-            run()  # warm-up
-        for _ in range(args.repeats):
-            for name, run in variants.items():
-                start = time.perf_counter()
-                run()
-                times[name].append(time.perf_counter() - start)
-        base = statistics.median(times["fp32"])
-        for name in variants:
-            med = statistics.median(times[name])
-            print(f"{n:5d} {name:22s} {1000 * med:8.1f} {base / med:9.2f}")
-
+        medians = interleaved_medians(variants, args.repeats)
+        for name, med in medians.items():
+            print(f"{n:5d} {name:22s} {1000 * med:8.1f} {medians['fp32'] / med:9.2f}")
 
 if __name__ == "__main__":
     main()

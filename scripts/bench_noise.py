@@ -13,10 +13,10 @@ contiguous layout instead of channels-last, and with the network in bf16 autocas
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
+import functools
 
 import torch
+from benchtiming import interleaved_medians
 
 from rlscale.a2c import A2CLearner
 from rlscale.config import build_config
@@ -57,19 +57,10 @@ def main() -> None:
                              build_config("pong", None, {"n_envs": n_envs, **overrides}))
             for name, overrides in VARIANTS.items()
         }
-        times: dict[str, list[float]] = {name: [] for name in VARIANTS}
-        for learner in learners.values():
-            learner.update(batch)  # warm-up
-        for _ in range(args.repeats):
-            for name, learner in learners.items():
-                start = time.perf_counter()
-                learner.update(batch)
-                times[name].append(time.perf_counter() - start)
-        off = statistics.median(times["off"])
-        for name in VARIANTS:
-            med = statistics.median(times[name])
-            print(f"{batch.size:6d} {name:16s} {1000 * med:10.1f} {med / off:7.2f}")
-
+        updates = {name: functools.partial(learner.update, batch) for name, learner in learners.items()}
+        medians = interleaved_medians(updates, args.repeats)
+        for name, med in medians.items():
+            print(f"{batch.size:6d} {name:16s} {1000 * med:10.1f} {med / medians['off']:7.2f}")
 
 if __name__ == "__main__":
     main()

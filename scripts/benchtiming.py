@@ -1,0 +1,24 @@
+"""Timing shared by the benchmark scripts (imported from their folder: python scripts/<bench>.py)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+
+def interleaved_medians(variants: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Median seconds per call of each variant.
+
+    One warm-up call each, then ``repeats`` rounds that call every variant once in
+    turn, so that noise from the rest of the machine hits all of them alike.
+    """
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for run in variants.values():
+        run()
+    for _ in range(repeats):
+        for name, run in variants.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(seconds) for name, seconds in times.items()}
