@@ -113,7 +113,7 @@ class RunConfig:
                                  "needs a GPU or a CPU with AVX-512 BF16/AMX: ~10x slower without; "
                                  "norms, losses and weights stay fp32)", ("fp32", "bf16"))
     log_interval: float = opt(10.0, "seconds between console progress lines")
-    checkpoint_every: int = opt(500, "updates between checkpoints")
+    checkpoint_every: int = opt(500, "optimizer steps between checkpoints (PPO takes epochs x minibatches per batch)")
     keep_checkpoints: int = opt(3, "checkpoints kept on disk")
     max_actor_failures: int = opt(10, "rollout actor deaths tolerated before the run stops")
     stop_return: float = opt(math.inf, "stop once the mean return of the last 20 episodes reaches this")

@@ -168,6 +168,7 @@ def train_loop(run: Run) -> None:
         start = time.perf_counter()
         batch = run.pool.collect(flat_weights(learner.model))
         rollout_done = time.perf_counter()
+        updates_before = learner.updates
         metrics = learner.update(batch, c.agent_steps / total)
         learned = time.perf_counter()
         if learner.skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
@@ -222,7 +223,10 @@ def train_loop(run: Run) -> None:
                             starting_envs=batch.starting_envs)
         if printed and run.on_progress is not None:
             run.on_progress(headline(run))
-        if learner.updates % cfg.run.checkpoint_every == 0:
+        # PPO takes epochs x minibatches optimizer steps per batch, so the count jumps:
+        # checkpoint whenever it passes a multiple, not only when it lands on one.
+        every = cfg.run.checkpoint_every
+        if learner.updates // every > updates_before // every:
             save_checkpoint(run)
         if stop:
             break

@@ -99,3 +99,17 @@ def test_controller_resizes_a_ppo_run_on_ray(tmp_path, capsys):
 def test_ppo_bad_numbers(bad, tmp_path, capsys):
     assert main(["cartpole", "--agent", "ppo", *bad, "--run-dir", str(tmp_path / "r")]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_ppo_checkpoints_when_its_update_count_passes_each_multiple(tmp_path):
+    """16 optimizer steps per batch never land on a multiple of 20 except every 5th batch; every pass counts."""
+    from rlscale.checkpoint import list_checkpoints
+
+    run_dir = tmp_path / "ppo-ckpt"
+    code = main(["cartpole", "--agent", "ppo", "--serial", "--n-envs", "4", "--vector-size", "2",
+                 "--n-steps", "32", "--total-frames", str(10 * 128), "--checkpoint-every", "20",
+                 "--keep-checkpoints", "100", "--run-dir", str(run_dir)])
+    assert code == 0
+    saved = {int(p.stem.split("-")[1]) for p in list_checkpoints(run_dir)}
+    passes = {128 * k for k in range(1, 11) if 16 * k // 20 > 16 * (k - 1) // 20}
+    assert len(passes) == 8 and passes <= saved
