@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rlscale.gradients import grouped_gradient
 from rlscale.learner import Learner, env_groups
 from rlscale.rollout import Batch
 
@@ -30,21 +29,22 @@ class A2CLearner(Learner):
         a = self.cfg.agent
         # 1. Targets: n-step returns; advantages against the acting policy's values (as Baselines).
         dev = self.device
-        returns = torch.from_numpy(nstep_returns(batch, a.gamma)).to(dev)
-        advantages = returns - torch.from_numpy(batch.values).to(dev)
-        obs = torch.from_numpy(batch.obs).to(dev)
-        actions = torch.from_numpy(batch.actions).to(dev)
+        flat = lambda x: torch.from_numpy(np.ascontiguousarray(x)).to(dev).flatten(0, 1)  # noqa: E731
+        returns_np = nstep_returns(batch, a.gamma)
+        returns, advantages = flat(returns_np), flat(returns_np - batch.values)
+        obs, actions = flat(batch.obs), flat(batch.actions)
+        env_of = np.tile(np.arange(batch.n_envs), batch.n_steps)  # column of each flat row
 
-        # 2. Loss of a group of whole environments (columns of the time-major batch).
-        def group_loss(cols: np.ndarray):
+        # 2. Loss of a set of rows (the batch, or one group of whole environments).
+        def rows_loss(rows: np.ndarray):
             def loss():
-                idx = torch.from_numpy(cols).to(dev)
-                logits, value = self.forward(obs[:, idx].flatten(0, 1))
+                idx = torch.from_numpy(rows).to(dev)
+                logits, value = self.forward(obs[idx])
                 dist = torch.distributions.Categorical(logits=logits)
-                logprob = dist.log_prob(actions[:, idx].flatten())
+                logprob = dist.log_prob(actions[idx])
                 entropy = dist.entropy().mean()
-                pg_loss = -(advantages[:, idx].flatten() * logprob).mean()
-                value_loss = (returns[:, idx].flatten() - value).pow(2).mean()
+                pg_loss = -(advantages[idx] * logprob).mean()
+                value_loss = (returns[idx] - value).pow(2).mean()
                 stats = {"policy_loss": pg_loss.detach(), "value_loss": value_loss.detach(),
                          "entropy": entropy.detach()}
                 return pg_loss - a.ent_coef * entropy, a.vf_coef * value_loss, stats
@@ -52,12 +52,12 @@ class A2CLearner(Learner):
 
         # 3. Gradient: per group of environments when the noise scale is measured.
         measure = self.cfg.noise.measure_noise
-        groups = env_groups(batch.n_envs, self.cfg.noise.noise_groups) if measure else [np.arange(batch.n_envs)]
-        grad = grouped_gradient(
-            self.params, [group_loss(cols) for cols in groups],
-            [cols.size * batch.n_steps for cols in groups],
-            measure=measure, parts=self.measure_parts_now(), gram_layers=self.gram_layers,
-        )
+        if measure:
+            groups = [np.flatnonzero(np.isin(env_of, cols))
+                      for cols in env_groups(batch.n_envs, self.cfg.noise.noise_groups)]
+        else:
+            groups = [np.arange(batch.size)]
+        grad = self.gradient(rows_loss, groups, measure=measure, parts=self.measure_parts_now())
 
         # 4. Clip and step (skipped, and counted, when not finite).
         return self.apply(grad, batch.size, self.lr_scale(progress))

@@ -112,6 +112,9 @@ class RunConfig:
     learner_precision: str = opt("fp32", "learner forward/backward: fp32, or bf16 autocast (experimental; "
                                  "needs a GPU or a CPU with AVX-512 BF16/AMX: ~10x slower without; "
                                  "norms, losses and weights stay fp32)", ("fp32", "bf16"))
+    learner_chunk_rows: int = opt(0, "rows per learner forward/backward pass, gradients summed over the "
+                                  "passes (0 = auto: about 128 for convolutional networks on CPU, where "
+                                  "such passes ran fastest; otherwise the whole batch)")
     log_interval: float = opt(10.0, "seconds between console progress lines")
     checkpoint_every: int = opt(500, "optimizer steps between checkpoints (PPO takes epochs x minibatches per batch)")
     keep_checkpoints: int = opt(3, "checkpoints kept on disk")
@@ -181,6 +184,7 @@ class Config:
             "ent_coef": a.ent_coef, "vf_coef": a.vf_coef, "max_grad_norm": a.max_grad_norm,
             "noise_parts_every": n.noise_parts_every, "cooldown": c.cooldown,
             "learner_threads": r.learner_threads, "lr_alpha": c.lr_alpha,
+            "learner_chunk_rows": r.learner_chunk_rows,
             "max_actor_failures": r.max_actor_failures,
         }
         for name, value in non_negative.items():

@@ -1,30 +1,37 @@
-"""Gradients by groups of environments: the update and the noise-scale norms in one pass.
+"""Gradients by groups of environments: the update and the noise-scale norms together.
 
 The batch is split into k groups of whole environments (groups are
-independent even though steps within one trajectory are not). Each group's
-mean loss is differentiated on its own; the size-weighted mean of the group
-gradients is exactly the gradient of the batch's mean loss, so it is the
-update, and the squared norms of the group gradients and of their mean are
-what the noise estimator needs (DESIGN §2). k backward passes over B/k
-observations cost about one backward pass over B.
+independent even though steps within one trajectory are not). The gradient of
+each group's mean loss, g_j, is what the noise estimator needs (DESIGN §2):
+the squared norms |g_j|^2 and that of their size-weighted mean, which is
+exactly the gradient of the batch's mean loss and so is also the update.
+
+Two routes give them. The default, `one_pass_gradient`, runs the network once
+forward and once backward over the whole batch and forms each layer's
+per-group weight gradients from the layer's inputs and output gradients (the
+losses are sums over rows, so a group's gradient is a sum over its rows). The
+fallback, `grouped_gradient`, differentiates each group's loss on its own: k
+forward and backward passes over B/k rows, which at small batches cost more
+than one pass over B (each small pass reads every weight again), but it works
+for any layer type. `scripts/bench_noise.py` times both.
 
 Large fully connected layers (the Nature CNN's 3136x512 layer holds 95% of its
-parameters) are not differentiated per group by autograd. Their weight gradient
-over a group is delta^T X (output gradients times inputs, both captured by
-hooks), so its squared norm is sum((delta delta^T) * (X X^T)): two n x n Gram
-matrices for a group of n rows, instead of materialising, norming and summing a
+parameters) never get a per-group weight gradient. Their weight gradient over
+a group is delta^T X (output gradients times inputs, both captured by hooks),
+so its squared norm is sum((delta delta^T) * (X X^T)): two n x n Gram matrices
+for a group of n rows, instead of materialising, norming and summing a
 1.6M-entry matrix per group. The weight gradient of the whole batch is one
-matmul at the end. That is what keeps the measurement's cost near zero
-(`scripts/bench_noise.py`).
+matmul.
 
 Each loss is given as two parts, policy and value. On the updates where the
 parts are measured, each part gets its own backward pass through the shared
-trunk (one forward, two backward passes per group); the total's gradient is
-then their sum, so the parts cost one extra backward pass and nothing else.
+trunk; the total's gradient is then their sum, so the parts cost one extra
+backward pass (and their per-group weight gradients).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -150,4 +157,170 @@ def grouped_gradient(params: list[torch.nn.Parameter], group_losses: Sequence[Gr
         # The batch's weight gradient: sum over groups of w_j delta_j^T x_j.
         layer.weight.grad = (d.float().T @ x.float()).to(layer.weight.dtype)
     out.stats = stats
+    return out
+
+
+# ---------------------------------------------------------------------------
+# The default route: one forward and one backward pass over the whole batch.
+# (The fallback, grouped_gradient, is above.)
+
+BatchLoss = Callable[[], tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]]
+MEASURED_LAYERS = (torch.nn.Linear, torch.nn.Conv2d)
+
+
+class _LayerTap:
+    """Keeps a Linear or Conv2d layer's input and output from one forward pass."""
+
+    def __init__(self, layer: torch.nn.Module) -> None:
+        self.layer = layer
+        self.x: torch.Tensor | None = None
+        self.y: torch.Tensor | None = None
+        self.handle = layer.register_forward_hook(self._forward)
+
+    def _forward(self, module, args, output) -> None:  # noqa: ARG002 - hook API
+        if self.y is not None:
+            raise ValueError(f"{type(module).__name__} ran twice in one forward pass; "
+                             "the one-pass noise measurement needs each layer once")
+        self.x = args[0].detach()
+        self.y = output
+
+
+def one_pass_supported(model: torch.nn.Module) -> bool:
+    """Whether every parameter is the weight or bias of a Linear or Conv2d layer."""
+    covered = {id(p) for m in model.modules() if isinstance(m, MEASURED_LAYERS)
+               for p in m.parameters(recurse=False)}
+    return all(id(p) in covered for p in model.parameters())
+
+
+def one_pass_gradient(model: torch.nn.Module, params: list[torch.nn.Parameter],
+                      chunks: Sequence[tuple[BatchLoss, Sequence[int]]], parts: bool,
+                      gram_min_weights: int) -> GroupedGradient:
+    """Leave the gradient of the batch's mean loss in ``p.grad``; return the per-group norms.
+
+    The batch comes in chunks of whole groups: ``(loss, sizes)`` per chunk,
+    where ``loss`` runs the model once over the chunk's rows, each group's rows
+    contiguous (in the order of ``sizes``), and returns the chunk's mean policy
+    and value losses. Each row's loss depends on its own row only, so a
+    layer's input x and the gradient delta reaching its output give any
+    group's weight gradient as the sum of delta^T x over the group's rows.
+    Autograd is asked for the layers' output gradients only, which skips its
+    weight gradients; those are formed here, group by group: convolutions by
+    aten's own backward on each group's rows, Linear layers of at least
+    ``gram_min_weights`` weights by Gram matrices (module docstring), smaller
+    Linear layers by a matmul. The batch's gradient is the sum over groups.
+    """
+    if not one_pass_supported(model):
+        raise ValueError("the one-pass noise measurement supports networks of Linear and Conv2d layers only")
+    names = ["policy", "value", "total"] if parts else ["total"]  # the total last: the parts' sum
+    sizes = [n for _, chunk_sizes in chunks for n in chunk_sizes]
+    total_rows = float(sum(sizes))
+    # Per part: the sum over the batch's rows of each row's loss gradient, and per group its |sum|^2.
+    row_sums: dict[str, dict[torch.nn.Parameter, torch.Tensor]] = {name: {} for name in names}
+    group_sq: dict[str, list[float]] = {name: [] for name in names}
+    stats: dict[str, float] = {}
+    for loss, chunk_sizes in chunks:
+        chunk_rows = float(sum(chunk_sizes))
+        taps, deltas, chunk_stats = _chunk_backward(model, loss, parts)
+        for key, value in chunk_stats.items():
+            stats[key] = stats.get(key, 0.0) + chunk_rows / total_rows * value
+        with torch.no_grad():
+            # The chunk's loss is a mean over its rows: scale its gradients back to sums.
+            deltas = {name: [chunk_rows * d for d in ds] for name, ds in deltas.items()}
+            chunk_sq = _group_sums_into(row_sums, taps, deltas, chunk_sizes, names, gram_min_weights)
+        for name in names:
+            group_sq[name].extend(chunk_sq[name])
+    out = GroupedGradient(sizes=sizes, stats=stats)
+    with torch.no_grad():
+        for name in names:
+            # |g_j|^2 for group j's mean-loss gradient; |G|^2 for the batch's.
+            out.sq_norms[name] = [sq / n ** 2 for sq, n in zip(group_sq[name], sizes, strict=True)]
+            out.big_sq_norms[name] = _sq_norm(list(row_sums[name].values())) / total_rows ** 2
+        for p in params:
+            total = row_sums["total"].get(p)
+            p.grad = torch.zeros_like(p) if total is None else (total / total_rows).to(p.dtype)
+    out.finite = all(torch.isfinite(torch.tensor(v)) for v in out.big_sq_norms.values()) and all(
+        torch.isfinite(torch.tensor(v)) for v in stats.values())
+    return out
+
+
+def _chunk_backward(model: torch.nn.Module, loss: BatchLoss, parts: bool
+                    ) -> tuple[list[_LayerTap], dict[str, list[torch.Tensor]], dict[str, float]]:
+    """One forward pass with the layers tapped; the gradients reaching their outputs, per part."""
+    taps = [_LayerTap(m) for m in model.modules() if isinstance(m, MEASURED_LAYERS)]
+    try:
+        policy_loss, value_loss, stats = loss()
+    finally:
+        for tap in taps:
+            tap.handle.remove()
+    taps = [t for t in taps if t.y is not None and t.y.requires_grad]
+    outputs = [t.y for t in taps]
+    if parts:
+        d_policy = torch.autograd.grad(policy_loss, outputs, retain_graph=True, materialize_grads=True)
+        d_value = torch.autograd.grad(value_loss, outputs, materialize_grads=True)
+        deltas = {"policy": list(d_policy), "value": list(d_value),
+                  "total": [a + b for a, b in zip(d_policy, d_value, strict=True)]}
+    else:
+        deltas = {"total": list(torch.autograd.grad(policy_loss + value_loss, outputs, materialize_grads=True))}
+    return taps, deltas, {k: float(v.detach()) for k, v in stats.items()}
+
+
+def _group_sums_into(row_sums: dict[str, dict[torch.nn.Parameter, torch.Tensor]], taps: list[_LayerTap],
+                     deltas: dict[str, list[torch.Tensor]], sizes: Sequence[int], names: list[str],
+                     gram_min_weights: int) -> dict[str, list[float]]:
+    """Add one chunk's gradient sums to ``row_sums``; return |sum over group j|^2 per part and group."""
+    bounds = list(itertools.pairwise([0, *itertools.accumulate(sizes)]))
+    group_sq = {name: [0.0] * len(bounds) for name in names}
+
+    def add(name: str, param: torch.nn.Parameter, value: torch.Tensor) -> None:
+        acc = row_sums[name]
+        acc[param] = value if param not in acc else acc[param] + value
+
+    for i, tap in enumerate(taps):
+        layer = tap.layer
+        gram = isinstance(layer, torch.nn.Linear) and layer.weight.numel() >= gram_min_weights
+        if gram:
+            x = tap.x.float()
+            x_grams = [x[a:b] @ x[a:b].T for a, b in bounds]  # shared by every part
+            for name in names:
+                d = deltas[name][i].float()
+                for j, (a, b) in enumerate(bounds):
+                    group_sq[name][j] += float(((d[a:b] @ d[a:b].T) * x_grams[j]).sum())
+                add(name, layer.weight, d.T @ x)
+        # Group sums of the other weights and of every bias; the total's are the parts' sums.
+        sums: dict[torch.nn.Parameter, dict[str, list[torch.Tensor]]] = {}
+        for name in names:
+            if name == "total" and len(names) > 1:
+                for per_part in sums.values():
+                    per_part["total"] = [a + b for a, b in zip(per_part["policy"], per_part["value"],
+                                                                strict=True)]
+                continue
+            for param, group_sums in _group_sums(layer, tap.x, deltas[name][i], bounds, gram).items():
+                sums.setdefault(param, {})[name] = group_sums
+        for param, per_part in sums.items():
+            for name in names:
+                for j, g in enumerate(per_part[name]):
+                    group_sq[name][j] += float(g.square().sum())
+                add(name, param, torch.stack(per_part[name]).sum(0))
+    return group_sq
+
+
+def _group_sums(layer: torch.nn.Module, x: torch.Tensor, delta: torch.Tensor, bounds: list[tuple[int, int]],
+                skip_weight: bool) -> dict[torch.nn.Parameter, list[torch.Tensor]]:
+    """Per parameter of ``layer``: each group's sum of its gradient over the group's rows (fp32)."""
+    out: dict[torch.nn.Parameter, list[torch.Tensor]] = {}
+    has_bias = layer.bias is not None
+    delta = delta.to(x.dtype)
+    for a, b in bounds:
+        d, xg = delta[a:b], x[a:b]
+        if isinstance(layer, torch.nn.Conv2d):
+            _, weight, bias = torch.ops.aten.convolution_backward(
+                d, xg, layer.weight, [layer.out_channels] if has_bias else None, layer.stride,
+                layer.padding, layer.dilation, False, [0, 0], layer.groups, [False, True, has_bias])
+        else:
+            weight = None if skip_weight else d.float().T @ xg.float()
+            bias = d.sum(0) if has_bias else None
+        if weight is not None:
+            out.setdefault(layer.weight, []).append(weight.float())
+        if bias is not None:
+            out.setdefault(layer.bias, []).append(bias.float())
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -10,11 +11,42 @@ import torch
 
 from rlscale import noise
 from rlscale.config import Config
-from rlscale.gradients import GroupedGradient
+from rlscale.gradients import (
+    GroupedGradient,
+    GroupLoss,
+    grouped_gradient,
+    one_pass_gradient,
+    one_pass_supported,
+)
 from rlscale.optim import make_optimizer, set_lr
 
 PARTS = ("total", "policy", "value")
 GRAM_MIN_WEIGHTS = 100_000  # the Nature CNN's 3136x512 layer; small layers are cheaper the plain way
+# On CPU, forward/backward passes of ~80-160 rows ran fastest per row (cache-sized; measured
+# on the Nature CNN, docs/performance.md), so larger batches are split into passes this big.
+CPU_CHUNK_ROWS = 128
+
+
+def pass_count(rows: int, chunk_rows: int) -> int:
+    """Forward/backward passes for ``rows`` rows in passes of about ``chunk_rows`` (0: one pass)."""
+    return max(1, round(rows / chunk_rows)) if chunk_rows > 0 else 1
+
+
+def row_chunks(sizes: list[int], chunk_rows: int) -> list[list[int]]:
+    """Consecutive items (groups of rows, or single rows) packed into passes of about ``chunk_rows`` rows.
+
+    Returns the item indices of each pass; an item larger than ``chunk_rows`` gets a pass of its own.
+    """
+    total = sum(sizes)
+    n_chunks = pass_count(total, chunk_rows)
+    target = total / n_chunks
+    chunks: list[list[int]] = [[] for _ in range(n_chunks)]
+    start = 0
+    for i, size in enumerate(sizes):
+        # Each item goes to the pass its middle row falls in, so passes stay near the target.
+        chunks[min(n_chunks - 1, int((start + size / 2) // target))].append(i)
+        start += size
+    return [c for c in chunks if c]
 
 
 def env_groups(n_envs: int, k: int) -> list[np.ndarray]:
@@ -42,8 +74,8 @@ class Learner:
         self.cfg = cfg
         # Convolutions run faster with channels-last tensors here (scripts/bench_network.py);
         # conversion happens before the optimizer sees the parameters.
-        self.channels_last = cfg.run.channels_last and any(
-            isinstance(m, torch.nn.Conv2d) for m in model.modules())
+        convolutional = any(isinstance(m, torch.nn.Conv2d) for m in model.modules())
+        self.channels_last = cfg.run.channels_last and convolutional
         self.model = model.to(memory_format=torch.channels_last) if self.channels_last else model
         self.device = next(model.parameters()).device  # batches are moved here
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -60,6 +92,12 @@ class Learner:
         # so the horizon stays in observations when only some steps are measured.
         self.pending_observations = {part: 0.0 for part in PARTS}
         self.lr = a.lr  # the controller's learning rate; a schedule may scale it (PPO)
+        # Measure the groups of a pass together (one forward/backward per pass, gradients split
+        # by group afterwards) where every layer allows it; otherwise one pass per group.
+        self.one_pass = one_pass_supported(self.model)
+        chunk = cfg.run.learner_chunk_rows
+        self.chunk_rows = chunk if chunk > 0 else (
+            CPU_CHUNK_ROWS if convolutional and self.device.type == "cpu" else 0)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Logits and values in fp32, the network run in the configured precision.
@@ -73,6 +111,28 @@ class Learner:
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bf16):
             logits, value = self.model(obs)
         return logits.float(), value.float()
+
+    def gradient(self, rows_loss: Callable[[np.ndarray], GroupLoss], groups: list[np.ndarray],
+                 measure: bool, parts: bool) -> GroupedGradient:
+        """The batch's mean-loss gradient in ``p.grad``; with ``measure``, per-group norms too.
+
+        ``rows_loss(rows)`` is the mean loss over those rows of the batch;
+        ``groups`` partition the batch's rows into groups of whole environments
+        (empty ones are dropped; fewer than two groups cannot be measured).
+        """
+        groups = [g for g in groups if g.size]
+        if not measure or len(groups) < 2:
+            rows = np.concatenate(groups)
+            passes = np.array_split(rows, pass_count(rows.size, self.chunk_rows))
+            return grouped_gradient(self.params, [rows_loss(p) for p in passes], [p.size for p in passes],
+                                    measure=False, parts=False)
+        if self.one_pass:
+            passes = [[groups[i] for i in chunk] for chunk in row_chunks([g.size for g in groups], self.chunk_rows)]
+            return one_pass_gradient(
+                self.model, self.params,
+                [(rows_loss(np.concatenate(p)), [g.size for g in p]) for p in passes], parts, GRAM_MIN_WEIGHTS)
+        return grouped_gradient(self.params, [rows_loss(g) for g in groups], [g.size for g in groups],
+                                measure=True, parts=parts, gram_layers=self.gram_layers)
 
     def examples(self, batch_size: int) -> int:
         """Observations the optimizer consumes for one batch (PPO reuses each n_epochs times)."""

@@ -10,10 +10,11 @@ the groups are independent; the minibatch is the optimizer batch.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
-from rlscale.gradients import grouped_gradient
 from rlscale.learner import Learner, env_groups
 from rlscale.rollout import Batch
 
@@ -95,16 +96,9 @@ class PPOLearner(Learner):
                 adv_mb = advantages[torch.from_numpy(mb).to(dev)]
                 mean, std = float(adv_mb.mean()), float(adv_mb.std())
                 measuring = measure and epoch == 0
-                if measuring:
-                    groups = [mb[np.isin(env_of[mb], cols)] for cols in env_sets]
-                    groups = [g for g in groups if g.size]
-                else:
-                    groups = [mb]
-                grad = grouped_gradient(
-                    self.params, [rows_loss(g, mean, std) for g in groups], [g.size for g in groups],
-                    measure=measuring and len(groups) > 1,
-                    parts=measuring and self.measure_parts_now(), gram_layers=self.gram_layers,
-                )
+                groups = [mb[np.isin(env_of[mb], cols)] for cols in env_sets] if measuring else [mb]
+                grad = self.gradient(functools.partial(rows_loss, adv_mean=mean, adv_std=std), groups,
+                                     measure=measuring, parts=measuring and self.measure_parts_now())
 
                 # 4. Clip and step (skipped, and counted, when not finite).
                 metrics = self.apply(grad, mb.size if epoch == 0 else 0.0, lr_scale)

@@ -3,11 +3,15 @@
     python scripts/bench_noise.py [--repeats 30]
 
 At B = 80 and B = 640 observations (16 and 128 envs x 5 steps), one real Pong
-batch each, the three learner variants run interleaved round-robin so that
-machine noise hits them alike: measurement off (one backward pass over the
-batch), total only (k = 4 group gradients, every update), total + policy/value
-parts (one extra backward pass), "off" and "total" with the convolutions in
-contiguous layout instead of channels-last, and with the network in bf16 autocast. Prints median milliseconds and the ratios against "off" (fp32).
+batch each, the learner variants run interleaved round-robin so that machine
+noise hits them alike: measurement off (forward/backward passes of about 128
+rows, the default on CPU, or one pass over the whole batch), total only (k = 4
+group gradients, every update), total + policy/value parts (one extra backward
+pass), each measured both ways (the groups of a pass measured together, the
+default; or one pass per group, as before), "off" and "total" with the
+convolutions in contiguous layout instead of channels-last, and with the
+network in bf16 autocast (slow on CPUs without bf16 units; leave it out with
+--no-bf16). Prints median milliseconds and the ratios against "off" (fp32).
 """
 
 from __future__ import annotations
@@ -24,13 +28,19 @@ from rlscale.env import probe_spec
 from rlscale.nets import build_network
 from rlscale.rollout import SerialPool, flat_weights
 
+ONE_PASS = "one_pass"  # a learner attribute, not a config field
 VARIANTS = {
     "off": {"measure_noise": False},
+    # Issue 9: the whole batch in one forward/backward pass instead of passes of ~128 rows.
+    "off, one pass": {"measure_noise": False, "learner_chunk_rows": 1_000_000},
     # Issue 9: the convolutions in plain contiguous (NCHW) layout instead of channels-last.
     "off, contiguous": {"measure_noise": False, "channels_last": False},
     "total, contiguous": {"measure_noise": True, "noise_parts_every": 0, "channels_last": False},
     "total (k=4)": {"measure_noise": True, "noise_parts_every": 0},
     "total + parts": {"measure_noise": True, "noise_parts_every": 1},
+    # Issue 9: the earlier measurement, a forward and backward pass per group.
+    "total, per group": {"measure_noise": True, "noise_parts_every": 0, ONE_PASS: False},
+    "t + parts, per group": {"measure_noise": True, "noise_parts_every": 1, ONE_PASS: False},
     # Issue 9: the same update with the network in bf16 autocast (--learner-precision bf16).
     "off, bf16": {"measure_noise": False, "learner_precision": "bf16"},
     "total, bf16": {"measure_noise": True, "noise_parts_every": 0, "learner_precision": "bf16"},
@@ -40,10 +50,11 @@ VARIANTS = {
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=30)
+    p.add_argument("--no-bf16", action="store_true", help="leave out the bf16 variants")
     args = p.parse_args()
     torch.set_num_threads(torch.get_num_threads())
     print(f"torch threads: {torch.get_num_threads()}; median of {args.repeats} updates each")
-    print(f"{'batch':>6s} {'variant':16s} {'ms/update':>10s} {'vs off':>7s}")
+    print(f"{'batch':>6s} {'variant':20s} {'ms/update':>10s} {'vs off':>7s}")
     for n_envs in (16, 128):
         base = build_config("pong", None, {"n_envs": n_envs, "warmup_max_steps": 0})
         spec = probe_spec(base.env)
@@ -52,15 +63,19 @@ def main() -> None:
         pool = SerialPool(base, spec)
         batch = pool.collect(flat_weights(model))
         pool.close()
-        learners = {
-            name: A2CLearner(build_network(spec, "auto", 64),
-                             build_config("pong", None, {"n_envs": n_envs, **overrides}))
-            for name, overrides in VARIANTS.items()
-        }
+        learners = {}
+        for name, overrides in VARIANTS.items():
+            if args.no_bf16 and "bf16" in name:
+                continue
+            config = {k: v for k, v in overrides.items() if k != ONE_PASS}
+            learner = A2CLearner(build_network(spec, "auto", 64),
+                                 build_config("pong", None, {"n_envs": n_envs, **config}))
+            learner.one_pass = overrides.get(ONE_PASS, learner.one_pass)
+            learners[name] = learner
         updates = {name: functools.partial(learner.update, batch) for name, learner in learners.items()}
         medians = interleaved_medians(updates, args.repeats)
         for name, med in medians.items():
-            print(f"{batch.size:6d} {name:16s} {1000 * med:10.1f} {med / medians['off']:7.2f}")
+            print(f"{batch.size:6d} {name:20s} {1000 * med:10.1f} {med / medians['off']:7.2f}")
 
 if __name__ == "__main__":
     main()

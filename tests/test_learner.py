@@ -11,7 +11,7 @@ import torch
 from rlscale.a2c import A2CLearner, nstep_returns
 from rlscale.config import build_config
 from rlscale.env import EnvSpec
-from rlscale.learner import env_groups
+from rlscale.learner import env_groups, row_chunks
 from rlscale.nets import build_network
 from rlscale.optim import RMSpropTF
 from rlscale.rollout import Batch, flat_weights
@@ -77,6 +77,34 @@ def test_parts_sum_to_total():
     m = learner.update(random_batch(spec, 5, 8))
     total, policy, value = (m[f"noise/raw_grad_sq_{p}"] for p in ("total", "policy", "value"))
     assert np.isfinite([total, policy, value]).all()
+
+
+def test_row_chunks_pack_whole_items_near_the_target():
+    assert row_chunks([20] * 4, 128) == [[0, 1, 2, 3]]
+    assert row_chunks([160] * 4, 128) == [[0], [1], [2], [3]]
+    assert row_chunks([24, 24, 16, 16], 40) == [[0, 1], [2, 3]]
+    assert row_chunks([300, 10], 128) == [[0], [1]]  # an item bigger than a pass gets its own
+    assert row_chunks([5, 5], 0) == [[0, 1]]  # 0: one pass
+    assert [len(c) for c in row_chunks([1] * 640, 128)] == [128] * 5
+
+
+@pytest.mark.parametrize("measure", [False, True])
+def test_passes_of_a_few_rows_give_the_whole_batch_gradient(measure):
+    """Gradients summed over passes of 8 rows equal one pass over the batch's 40 (float rounding only)."""
+    spec = SPECS["nature_cnn"]
+    torch.manual_seed(0)
+    model = build_network(spec, "auto", 64)
+    batch = random_batch(spec, 5, 8)
+    grads = []
+    for chunk_rows in (0, 8):
+        cfg = build_config("cartpole", None, {"measure_noise": measure, "noise_groups": 4, "n_envs": 8,
+                                              "learner_chunk_rows": chunk_rows, "optimizer": "rmsprop_tf"})
+        learner = A2CLearner(copy.deepcopy(model), cfg)
+        metrics = learner.update(batch)
+        grads.append((torch.from_numpy(flat_weights(learner.model)), metrics))
+    (whole, m_whole), (passes, m_passes) = grads
+    torch.testing.assert_close(passes, whole, rtol=1e-5, atol=1e-6)
+    assert m_passes["train/grad_norm"] == pytest.approx(m_whole["train/grad_norm"], rel=1e-5)
 
 
 def test_env_groups_hold_whole_environments():
@@ -172,6 +200,60 @@ def test_gram_route_gives_the_explicit_norms_and_gradient(parts):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
     # The hooks are gone afterwards: a plain forward pass records nothing.
     assert not model.trunk[7]._forward_hooks
+
+
+@pytest.mark.parametrize("chunk_rows", [0, 8, 40])
+@pytest.mark.parametrize("algo", ["a2c", "ppo"])
+@pytest.mark.parametrize("kind", ["mlp", "nature_cnn"])
+def test_one_pass_measurement_equals_a_pass_per_group(algo, kind, chunk_rows):
+    """Groups measured together in passes give the same norms and update as one pass per group.
+
+    10 envs in k = 4 groups (3, 3, 2, 2 envs): unequal group sizes, and PPO's
+    random minibatches make them more unequal still. A2C's 80 rows go in one
+    pass (0), a pass per group (8) or two passes of two groups (40).
+    """
+    from rlscale.ppo import PPOLearner
+
+    spec = SPECS[kind]
+    torch.manual_seed(2)
+    model = build_network(spec, "auto", 64)
+    batch = random_batch(spec, 8, 10, seed=5)
+    cls = PPOLearner if algo == "ppo" else A2CLearner
+    cfg = build_config("cartpole", algo, {"n_steps": 8, "noise_groups": 4, "n_envs": 10, "vector_size": 1,
+                                          "noise_parts_every": 1, "max_grad_norm": 0.0,
+                                          # TF-style RMSprop's first steps are ~lr * g: float rounding in g
+                                          # stays that small in the weights (Adam's would be ~lr * sign(g)).
+                                          "optimizer": "rmsprop_tf", "learner_chunk_rows": chunk_rows})
+    runs = []
+    for one_pass in (False, True):
+        learner = cls(copy.deepcopy(model), cfg)
+        learner.one_pass = one_pass
+        metrics = learner.update(batch, 0.0)
+        runs.append((learner, metrics))
+    (groups, m_groups), (one, m_one) = runs
+    torch.testing.assert_close(torch.from_numpy(flat_weights(one.model)),
+                               torch.from_numpy(flat_weights(groups.model)), rtol=1e-5, atol=1e-6)
+    for part in ("total", "policy", "value"):
+        assert one.noise[part].samples == groups.noise[part].samples > 0
+        for name in ("grad_sq", "trace_sigma"):
+            a, b = getattr(one.noise[part], name), getattr(groups.noise[part], name)
+            # Both are differences of two close norms (eq. A.2), which magnify float rounding.
+            assert a == pytest.approx(b, rel=1e-3), (part, name)
+    for key in ("train/grad_norm", "train/policy_loss", "train/value_loss", "train/entropy"):
+        assert m_one[key] == pytest.approx(m_groups[key], rel=1e-4), key
+
+
+def test_networks_with_other_layers_are_measured_a_pass_per_group():
+    """A layer the one-pass route cannot split by rows (here LayerNorm's parameters) selects the fallback."""
+    from rlscale.nets import ActorCritic
+
+    trunk = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 32), torch.nn.LayerNorm(32), torch.nn.Tanh())
+    cfg = build_config("cartpole", None, {"noise_groups": 4, "n_envs": 8})
+    learner = A2CLearner(ActorCritic(trunk, 32, 2, 1.0), cfg)
+    assert not learner.one_pass
+    learner.update(random_batch(SPECS["mlp"], 5, 8))
+    assert learner.noise["total"].samples == 1 and learner.updates == 1
+    assert A2CLearner(build_network(SPECS["mlp"], "auto", 64), cfg).one_pass
 
 
 def test_bf16_learner_stays_close_to_fp32():
