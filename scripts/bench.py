@@ -1,6 +1,6 @@
 """Pong A2C throughput, side by side in one run: the issue-9 table.
 
-    python scripts/bench.py [--seconds 30] [--envs 16 64]
+    python scripts/bench.py [--seconds 30] [--envs 16 64] [--no-bf16]
 
 Rows, each at 16 and 64 environments (5 steps per update), agent steps per
 second and the ratio to the lean loop:
@@ -12,7 +12,9 @@ second and the ratio to the lean loop:
 * rlscale serial: rlscale's pool and learner in one process (noise scale on);
 * rlscale actors, noise off / noise on: 2 Ray actors step the envs, the
   learner runs in this process; the real pool and learner of the training loop;
-  and noise on with the learner in bf16 autocast (--learner-precision bf16).
+  noise on with session 3's learner (one pass over the batch, a pass per
+  group when measuring) for comparison, and noise on with the learner in bf16
+  autocast (--learner-precision bf16; --no-bf16 leaves it out).
 
 Then peak resident memory (RSS) of the learner process and of each actor with
 16 and 256 environments. Every variant runs for the same wall time, one after
@@ -107,12 +109,15 @@ def lean_loop(n_envs: int, seconds: float, n_steps: int = 5, gamma: float = 0.99
 
 
 def rlscale_loop(n_envs: int, seconds: float, serial: bool, measure: bool,
-                 precision: str = "fp32") -> tuple[float, dict]:
+                 precision: str = "fp32", session3_learner: bool = False) -> tuple[float, dict]:
+    """``session3_learner``: one pass over the batch, and a pass per group when measuring."""
     cfg = build_config("pong", None, {"n_envs": n_envs, "serial": serial, "measure_noise": measure,
                                       "warmup_max_steps": 0, "max_envs": max(256, n_envs),
-                                      "learner_precision": precision})
+                                      "learner_precision": precision,
+                                      "learner_chunk_rows": 1_000_000 if session3_learner else 0})
     spec = probe_spec(cfg.env)
     learner = A2CLearner(build_network(spec, "auto", 64), cfg)
+    learner.one_pass = learner.one_pass and not session3_learner
     pool = SerialPool(cfg, spec) if serial else RayPool(cfg, spec)
 
     def update() -> int:
@@ -142,6 +147,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=30.0)
     p.add_argument("--envs", type=int, nargs="+", default=[16, 64])
+    p.add_argument("--no-bf16", action="store_true", help="leave out the bf16 row (slow without bf16 units)")
     args = p.parse_args()
     torch.set_num_threads(2)
     rows: list[tuple[str, int, float]] = []
@@ -151,8 +157,11 @@ def main() -> None:
         rows.append(("rlscale serial, noise on", n, rlscale_loop(n, args.seconds, True, True)[0]))
         rows.append(("rlscale 2 Ray actors, noise off", n, rlscale_loop(n, args.seconds, False, False)[0]))
         rows.append(("rlscale 2 Ray actors, noise on", n, rlscale_loop(n, args.seconds, False, True)[0]))
-        rows.append(("rlscale 2 Ray actors, noise on, bf16", n,
-                     rlscale_loop(n, args.seconds, False, True, "bf16")[0]))
+        rows.append(("  ... session 3 learner", n,
+                     rlscale_loop(n, args.seconds, False, True, session3_learner=True)[0]))
+        if not args.no_bf16:
+            rows.append(("rlscale 2 Ray actors, noise on, bf16", n,
+                         rlscale_loop(n, args.seconds, False, True, "bf16")[0]))
     print(f"Pong A2C, 5 steps per update, {args.seconds:g} s per row, torch threads 2")
     print(f"{'what':38s} {'envs':>5s} {'agent steps/s':>14s} {'vs lean':>8s}")
     for what, n, rate in rows:

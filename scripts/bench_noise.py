@@ -1,6 +1,7 @@
 """Learner time per update with the noise-scale measurement off and on, on Pong.
 
-    python scripts/bench_noise.py [--repeats 30]
+    python scripts/bench_noise.py [--repeats 30] [--no-bf16]
+    python scripts/bench_noise.py --pass-scan [--repeats 9]
 
 At B = 80 and B = 640 observations (16 and 128 envs x 5 steps), one real Pong
 batch each, the learner variants run interleaved round-robin so that machine
@@ -12,6 +13,10 @@ default; or one pass per group, as before), "off" and "total" with the
 convolutions in contiguous layout instead of channels-last, and with the
 network in bf16 autocast (slow on CPUs without bf16 units; leave it out with
 --no-bf16). Prints median milliseconds and the ratios against "off" (fp32).
+
+--pass-scan times the unmeasured update at B = 160, 640 and 1280 with the
+batch split into forward/backward passes of 40 to 1280 rows (how the
+learner's default pass size of about 128 rows on CPU was chosen).
 """
 
 from __future__ import annotations
@@ -47,22 +52,47 @@ VARIANTS = {
 }
 
 
+def pong_batch(n_envs: int):
+    """One real Pong batch of n_envs x 5 steps, and the env's spec."""
+    base = build_config("pong", None, {"n_envs": n_envs, "warmup_max_steps": 0})
+    spec = probe_spec(base.env)
+    torch.manual_seed(0)
+    pool = SerialPool(base, spec)
+    batch = pool.collect(flat_weights(build_network(spec, "auto", 64)))
+    pool.close()
+    return batch, spec
+
+
+def pass_scan(repeats: int) -> None:
+    print(f"{'batch':>6s} {'rows/pass':>9s} {'ms/update':>10s} {'vs 1 pass':>9s}")
+    for n_envs in (32, 128, 256):
+        batch, spec = pong_batch(n_envs)
+        learners = {
+            rows: A2CLearner(build_network(spec, "auto", 64),
+                             build_config("pong", None, {"n_envs": n_envs, "measure_noise": False,
+                                                         "learner_chunk_rows": rows}))
+            for rows in (40, 80, 160, 320, 640, 1280) if rows <= batch.size
+        }
+        updates = {rows: functools.partial(learner.update, batch) for rows, learner in learners.items()}
+        medians = interleaved_medians(updates, repeats)
+        for rows, med in medians.items():
+            print(f"{batch.size:6d} {rows:9d} {1000 * med:10.1f} {med / medians[max(medians)]:9.2f}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=30)
     p.add_argument("--no-bf16", action="store_true", help="leave out the bf16 variants")
+    p.add_argument("--pass-scan", action="store_true", help="time pass sizes instead (measurement off)")
     args = p.parse_args()
     torch.set_num_threads(torch.get_num_threads())
     print(f"torch threads: {torch.get_num_threads()}; median of {args.repeats} updates each")
+    if args.pass_scan:
+        pass_scan(args.repeats)
+        return
     print(f"{'batch':>6s} {'variant':20s} {'ms/update':>10s} {'vs off':>7s}")
     for n_envs in (16, 128):
-        base = build_config("pong", None, {"n_envs": n_envs, "warmup_max_steps": 0})
-        spec = probe_spec(base.env)
-        torch.manual_seed(0)
-        model = build_network(spec, "auto", 64)
-        pool = SerialPool(base, spec)
-        batch = pool.collect(flat_weights(model))
-        pool.close()
+        batch, spec = pong_batch(n_envs)
         learners = {}
         for name, overrides in VARIANTS.items():
             if args.no_bf16 and "bf16" in name:
@@ -76,6 +106,7 @@ def main() -> None:
         medians = interleaved_medians(updates, args.repeats)
         for name, med in medians.items():
             print(f"{batch.size:6d} {name:20s} {1000 * med:10.1f} {med / medians['off']:7.2f}")
+
 
 if __name__ == "__main__":
     main()
