@@ -49,12 +49,14 @@ def main() -> None:
         at = [smooth[steps <= b][-1] if (steps <= b).any() else np.nan for b in edges[1:]]
         print("mean return (last 20) at bin ends: " + " | ".join(f"{r:.1f}" for r in at))
         print(f"best mean return (last 20): {smooth[19:].max() if smooth.size >= 20 else np.nan:.1f}")
+    stall_steps, stall_seconds = np.zeros(0), np.zeros(0)
     if "perf/wall_seconds" in data:
         # An update that took minutes means the process was paused (kill -STOP) or stalled;
         # the wall time without them is what the run needed.
         steps, wall = data["perf/wall_seconds"]
         took = np.diff(wall)
         stalls = np.flatnonzero(took > args.stall_seconds)
+        stall_steps, stall_seconds = steps[stalls + 1], took[stalls]
         print(f"updates longer than {args.stall_seconds:g} s: {stalls.size} "
               f"({', '.join(f'{took[i]:.0f} s at {steps[i + 1]:,}' for i in stalls) or 'none'}); "
               f"wall {wall[-1] / 60:.1f} min, without them {(wall[-1] - took[stalls].sum()) / 60:.1f} min")
@@ -63,6 +65,10 @@ def main() -> None:
         s = json.loads(summary.read_text())
         print(f"summary: {s['agent_steps']:,} agent steps, {s['updates']:,} updates, "
               f"{s['wall_seconds'] / 60:.1f} min, goals {s['goals']}")
+        for goal, at in s["goals"].items():
+            before = stall_seconds[stall_steps <= at["agent_steps"]].sum()
+            print(f"goal {goal}: {at['agent_steps']:,} agent steps, {at['wall_seconds'] / 60:.1f} min "
+                  f"({(at['wall_seconds'] - before) / 60:.1f} min without the stalls before it)")
 
 
 if __name__ == "__main__":
