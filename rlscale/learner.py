@@ -126,8 +126,9 @@ class Learner:
             passes = np.array_split(rows, pass_count(rows.size, self.chunk_rows))
             return grouped_gradient(self.params, [rows_loss(p) for p in passes], [p.size for p in passes],
                                     measure=False, parts=False)
-        if self.one_pass:
-            passes = [[groups[i] for i in chunk] for chunk in row_chunks([g.size for g in groups], self.chunk_rows)]
+        passes = [[groups[i] for i in chunk] for chunk in row_chunks([g.size for g in groups], self.chunk_rows)]
+        # A pass of one group gains nothing from splitting: autograd's own backward is faster there.
+        if self.one_pass and any(len(p) > 1 for p in passes):
             return one_pass_gradient(
                 self.model, self.params,
                 [(rows_loss(np.concatenate(p)), [g.size for g in p]) for p in passes], parts, GRAM_MIN_WEIGHTS)

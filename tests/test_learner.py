@@ -104,7 +104,7 @@ def test_passes_of_a_few_rows_give_the_whole_batch_gradient(measure):
         grads.append((torch.from_numpy(flat_weights(learner.model)), metrics))
     (whole, m_whole), (passes, m_passes) = grads
     torch.testing.assert_close(passes, whole, rtol=1e-5, atol=1e-6)
-    assert m_passes["train/grad_norm"] == pytest.approx(m_whole["train/grad_norm"], rel=1e-5)
+    assert m_passes["train/grad_norm"] == pytest.approx(m_whole["train/grad_norm"], rel=1e-4)
 
 
 def test_env_groups_hold_whole_environments():
@@ -210,7 +210,9 @@ def test_one_pass_measurement_equals_a_pass_per_group(algo, kind, chunk_rows):
 
     10 envs in k = 4 groups (3, 3, 2, 2 envs): unequal group sizes, and PPO's
     random minibatches make them more unequal still. A2C's 80 rows go in one
-    pass (0), a pass per group (8) or two passes of two groups (40).
+    pass (0), two passes of two groups (40) or a pass per group (8, where the
+    learner falls back to the per-group route); PPO's minibatches of 20 rows in
+    passes of about 8 rows hold one or two groups each.
     """
     from rlscale.ppo import PPOLearner
 
