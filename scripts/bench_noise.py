@@ -1,6 +1,6 @@
 """Learner time per update with the noise-scale measurement off and on, on Pong.
 
-    python scripts/bench_noise.py [--repeats 30] [--no-bf16]
+    python scripts/bench_noise.py [--repeats 30] [--no-bf16] [--only VARIANT ...]
     python scripts/bench_noise.py --pass-scan [--repeats 9]
 
 At B = 80 and B = 640 observations (16 and 128 envs x 5 steps), one real Pong
@@ -84,7 +84,11 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=30)
     p.add_argument("--no-bf16", action="store_true", help="leave out the bf16 variants")
     p.add_argument("--pass-scan", action="store_true", help="time pass sizes instead (measurement off)")
+    p.add_argument("--only", nargs="+", metavar="VARIANT", help=f"run only these of {list(VARIANTS)}")
     args = p.parse_args()
+    unknown = set(args.only or ()) - set(VARIANTS)
+    if unknown:
+        p.error(f"unknown variants {sorted(unknown)}; choose from {list(VARIANTS)}")
     torch.set_num_threads(torch.get_num_threads())
     print(f"torch threads: {torch.get_num_threads()}; median of {args.repeats} updates each")
     if args.pass_scan:
@@ -95,7 +99,7 @@ def main() -> None:
         batch, spec = pong_batch(n_envs)
         learners = {}
         for name, overrides in VARIANTS.items():
-            if args.no_bf16 and "bf16" in name:
+            if (args.no_bf16 and "bf16" in name) or (args.only and name not in args.only and name != "off"):
                 continue
             config = {k: v for k, v in overrides.items() if k != ONE_PASS}
             learner = A2CLearner(build_network(spec, "auto", 64),
