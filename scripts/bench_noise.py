@@ -102,6 +102,7 @@ def main() -> None:
             if (args.no_bf16 and "bf16" in name) or (args.only and name not in args.only and name != "off"):
                 continue
             config = {k: v for k, v in overrides.items() if k != ONE_PASS}
+            torch.manual_seed(1)  # the same weights for every variant
             learner = A2CLearner(build_network(spec, "auto", 64),
                                  build_config("pong", None, {"n_envs": n_envs, **config}))
             learner.one_pass = overrides.get(ONE_PASS, learner.one_pass)
