@@ -6,14 +6,15 @@ each group's mean loss, g_j, is what the noise estimator needs (DESIGN §2):
 the squared norms |g_j|^2 and that of their size-weighted mean, which is
 exactly the gradient of the batch's mean loss and so is also the update.
 
-Two routes give them. The default, `one_pass_gradient`, runs the network once
-forward and once backward over the whole batch and forms each layer's
-per-group weight gradients from the layer's inputs and output gradients (the
-losses are sums over rows, so a group's gradient is a sum over its rows). The
-fallback, `grouped_gradient`, differentiates each group's loss on its own: k
-forward and backward passes over B/k rows, which at small batches cost more
-than one pass over B (each small pass reads every weight again), but it works
-for any layer type. `scripts/bench_noise.py` times both.
+Two routes give them. `one_pass_gradient` runs the network once forward and
+once backward over a pass of several groups and forms each layer's per-group
+weight gradients from the layer's inputs and output gradients (the losses are
+sums over rows, so a group's gradient is a sum over its rows). The
+other route, `grouped_gradient`, differentiates each group's loss on its own:
+k forward and backward passes over B/k rows, which for small groups cost more
+than one pass over B (each small pass reads every weight again) but otherwise
+ran as fast or faster, does the policy/value split, and works for any layer
+type. `Learner.gradient` picks between them; `scripts/bench_noise.py` times both.
 
 Large fully connected layers (the Nature CNN's 3136x512 layer holds 95% of its
 parameters) never get a per-group weight gradient. Their weight gradient over
@@ -25,13 +26,14 @@ matmul.
 
 Each loss is given as two parts, policy and value. On the updates where the
 parts are measured, each part gets its own backward pass through the shared
-trunk; the total's gradient is then their sum, so the parts cost one extra
-backward pass (and their per-group weight gradients).
+trunk (always by `grouped_gradient`, which measured faster for this); the
+total's gradient is then their sum, so the parts cost one extra backward pass.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -193,9 +195,8 @@ def one_pass_supported(model: torch.nn.Module) -> bool:
 
 
 def one_pass_gradient(model: torch.nn.Module, params: list[torch.nn.Parameter],
-                      chunks: Sequence[tuple[BatchLoss, Sequence[int]]], parts: bool,
-                      gram_min_weights: int) -> GroupedGradient:
-    """Leave the gradient of the batch's mean loss in ``p.grad``; return the per-group norms.
+                      chunks: Sequence[tuple[BatchLoss, Sequence[int]]], gram_min_weights: int) -> GroupedGradient:
+    """Leave the gradient of the batch's mean loss in ``p.grad``; return the total loss's group norms.
 
     The batch comes in chunks of whole groups: ``(loss, sizes)`` per chunk,
     where ``loss`` runs the model once over the chunk's rows, each group's rows
@@ -208,44 +209,39 @@ def one_pass_gradient(model: torch.nn.Module, params: list[torch.nn.Parameter],
     aten's own backward on each group's rows, Linear layers of at least
     ``gram_min_weights`` weights by Gram matrices (module docstring), smaller
     Linear layers by a matmul. The batch's gradient is the sum over groups.
+    (The policy/value split is left to `grouped_gradient`: measured faster.)
     """
     if not one_pass_supported(model):
         raise ValueError("the one-pass noise measurement supports networks of Linear and Conv2d layers only")
-    names = ["policy", "value", "total"] if parts else ["total"]  # the total last: the parts' sum
     sizes = [n for _, chunk_sizes in chunks for n in chunk_sizes]
     total_rows = float(sum(sizes))
-    # Per part: the sum over the batch's rows of each row's loss gradient, and per group its |sum|^2.
-    row_sums: dict[str, dict[torch.nn.Parameter, torch.Tensor]] = {name: {} for name in names}
-    group_sq: dict[str, list[float]] = {name: [] for name in names}
+    row_sums: dict[torch.nn.Parameter, torch.Tensor] = {}  # sum over the batch's rows of each row's gradient
+    group_sq: list[float] = []  # per group: |sum over its rows|^2
     stats: dict[str, float] = {}
     for loss, chunk_sizes in chunks:
         chunk_rows = float(sum(chunk_sizes))
-        taps, deltas, chunk_stats = _chunk_backward(model, loss, parts)
+        taps, deltas, chunk_stats = _chunk_backward(model, loss)
         for key, value in chunk_stats.items():
             stats[key] = stats.get(key, 0.0) + chunk_rows / total_rows * value
         with torch.no_grad():
             # The chunk's loss is a mean over its rows: scale its gradients back to sums.
-            deltas = {name: [chunk_rows * d for d in ds] for name, ds in deltas.items()}
-            chunk_sq = _group_sums_into(row_sums, taps, deltas, chunk_sizes, names, gram_min_weights)
-        for name in names:
-            group_sq[name].extend(chunk_sq[name])
+            deltas = [chunk_rows * d for d in deltas]
+            group_sq.extend(_group_sums_into(row_sums, taps, deltas, chunk_sizes, gram_min_weights))
     out = GroupedGradient(sizes=sizes, stats=stats)
     with torch.no_grad():
-        for name in names:
-            # |g_j|^2 for group j's mean-loss gradient; |G|^2 for the batch's.
-            out.sq_norms[name] = [sq / n ** 2 for sq, n in zip(group_sq[name], sizes, strict=True)]
-            out.big_sq_norms[name] = _sq_norm(list(row_sums[name].values())) / total_rows ** 2
+        # |g_j|^2 for group j's mean-loss gradient; |G|^2 for the batch's.
+        out.sq_norms["total"] = [sq / n ** 2 for sq, n in zip(group_sq, sizes, strict=True)]
+        out.big_sq_norms["total"] = _sq_norm(list(row_sums.values())) / total_rows ** 2
         for p in params:
-            total = row_sums["total"].get(p)
+            total = row_sums.get(p)
             p.grad = torch.zeros_like(p) if total is None else (total / total_rows).to(p.dtype)
-    out.finite = all(torch.isfinite(torch.tensor(v)) for v in out.big_sq_norms.values()) and all(
-        torch.isfinite(torch.tensor(v)) for v in stats.values())
+    out.finite = math.isfinite(out.big_sq_norms["total"]) and all(math.isfinite(v) for v in stats.values())
     return out
 
 
-def _chunk_backward(model: torch.nn.Module, loss: BatchLoss, parts: bool
-                    ) -> tuple[list[_LayerTap], dict[str, list[torch.Tensor]], dict[str, float]]:
-    """One forward pass with the layers tapped; the gradients reaching their outputs, per part."""
+def _chunk_backward(model: torch.nn.Module, loss: BatchLoss
+                    ) -> tuple[list[_LayerTap], list[torch.Tensor], dict[str, float]]:
+    """One forward pass with the layers tapped; the gradients of the loss reaching their outputs."""
     taps = [_LayerTap(m) for m in model.modules() if isinstance(m, MEASURED_LAYERS)]
     try:
         policy_loss, value_loss, stats = loss()
@@ -253,54 +249,31 @@ def _chunk_backward(model: torch.nn.Module, loss: BatchLoss, parts: bool
         for tap in taps:
             tap.handle.remove()
     taps = [t for t in taps if t.y is not None and t.y.requires_grad]
-    outputs = [t.y for t in taps]
-    if parts:
-        d_policy = torch.autograd.grad(policy_loss, outputs, retain_graph=True, materialize_grads=True)
-        d_value = torch.autograd.grad(value_loss, outputs, materialize_grads=True)
-        deltas = {"policy": list(d_policy), "value": list(d_value),
-                  "total": [a + b for a, b in zip(d_policy, d_value, strict=True)]}
-    else:
-        deltas = {"total": list(torch.autograd.grad(policy_loss + value_loss, outputs, materialize_grads=True))}
-    return taps, deltas, {k: float(v.detach()) for k, v in stats.items()}
+    deltas = torch.autograd.grad(policy_loss + value_loss, [t.y for t in taps], materialize_grads=True)
+    return taps, list(deltas), {k: float(v.detach()) for k, v in stats.items()}
 
 
-def _group_sums_into(row_sums: dict[str, dict[torch.nn.Parameter, torch.Tensor]], taps: list[_LayerTap],
-                     deltas: dict[str, list[torch.Tensor]], sizes: Sequence[int], names: list[str],
-                     gram_min_weights: int) -> dict[str, list[float]]:
-    """Add one chunk's gradient sums to ``row_sums``; return |sum over group j|^2 per part and group."""
+def _group_sums_into(row_sums: dict[torch.nn.Parameter, torch.Tensor], taps: list[_LayerTap],
+                     deltas: list[torch.Tensor], sizes: Sequence[int], gram_min_weights: int) -> list[float]:
+    """Add one chunk's gradient sums to ``row_sums``; return |sum over group j|^2 per group."""
     bounds = list(itertools.pairwise([0, *itertools.accumulate(sizes)]))
-    group_sq = {name: [0.0] * len(bounds) for name in names}
+    group_sq = [0.0] * len(bounds)
 
-    def add(name: str, param: torch.nn.Parameter, value: torch.Tensor) -> None:
-        acc = row_sums[name]
-        acc[param] = value if param not in acc else acc[param] + value
+    def add(param: torch.nn.Parameter, value: torch.Tensor) -> None:
+        row_sums[param] = value if param not in row_sums else row_sums[param] + value
 
-    for i, tap in enumerate(taps):
+    for tap, delta in zip(taps, deltas, strict=True):
         layer = tap.layer
         gram = isinstance(layer, torch.nn.Linear) and layer.weight.numel() >= gram_min_weights
         if gram:
-            x = tap.x.float()
-            x_grams = [x[a:b] @ x[a:b].T for a, b in bounds]  # shared by every part
-            for name in names:
-                d = deltas[name][i].float()
-                for j, (a, b) in enumerate(bounds):
-                    group_sq[name][j] += float(((d[a:b] @ d[a:b].T) * x_grams[j]).sum())
-                add(name, layer.weight, d.T @ x)
-        # Group sums of the other weights and of every bias; the total's are the parts' sums.
-        sums: dict[torch.nn.Parameter, dict[str, list[torch.Tensor]]] = {}
-        for name in names:
-            if name == "total" and len(names) > 1:
-                for per_part in sums.values():
-                    per_part["total"] = [a + b for a, b in zip(per_part["policy"], per_part["value"],
-                                                                strict=True)]
-                continue
-            for param, group_sums in _group_sums(layer, tap.x, deltas[name][i], bounds, gram).items():
-                sums.setdefault(param, {})[name] = group_sums
-        for param, per_part in sums.items():
-            for name in names:
-                for j, g in enumerate(per_part[name]):
-                    group_sq[name][j] += float(g.square().sum())
-                add(name, param, torch.stack(per_part[name]).sum(0))
+            for j, (a, b) in enumerate(bounds):
+                group_sq[j] += _gram_sq_norm(delta[a:b], tap.x[a:b])
+            add(layer.weight, delta.float().T @ tap.x.float())
+        # Group sums of the other weights and of every bias.
+        for param, group_sums in _group_sums(layer, tap.x, delta, bounds, gram).items():
+            for j, g in enumerate(group_sums):
+                group_sq[j] += float(g.square().sum())
+            add(param, torch.stack(group_sums).sum(0))
     return group_sq
 
 

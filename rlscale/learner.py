@@ -25,6 +25,7 @@ GRAM_MIN_WEIGHTS = 100_000  # the Nature CNN's 3136x512 layer; small layers are 
 # On CPU, forward/backward passes of ~80-160 rows ran fastest per row (cache-sized; measured
 # on the Nature CNN, docs/performance.md), so larger batches are split into passes this big.
 CPU_CHUNK_ROWS = 128
+ONE_PASS_MAX_GROUP_ROWS = 32  # see Learner.gradient
 
 
 def pass_count(rows: int, chunk_rows: int) -> int:
@@ -127,11 +128,15 @@ class Learner:
             return grouped_gradient(self.params, [rows_loss(p) for p in passes], [p.size for p in passes],
                                     measure=False, parts=False)
         passes = [[groups[i] for i in chunk] for chunk in row_chunks([g.size for g in groups], self.chunk_rows)]
-        # A pass of one group gains nothing from splitting: autograd's own backward is faster there.
-        if self.one_pass and any(len(p) > 1 for p in passes):
+        # Measured (scripts/bench_noise.py, docs/results.md): measuring the groups of a pass
+        # together beats a pass per group only for the total and small groups, where each
+        # small pass re-reads every weight; the policy/value split and groups of 80 rows or
+        # more ran faster with autograd's own per-group backward passes.
+        small_groups = np.mean([g.size for g in groups]) <= ONE_PASS_MAX_GROUP_ROWS
+        if self.one_pass and not parts and small_groups and any(len(p) > 1 for p in passes):
             return one_pass_gradient(
                 self.model, self.params,
-                [(rows_loss(np.concatenate(p)), [g.size for g in p]) for p in passes], parts, GRAM_MIN_WEIGHTS)
+                [(rows_loss(np.concatenate(p)), [g.size for g in p]) for p in passes], GRAM_MIN_WEIGHTS)
         return grouped_gradient(self.params, [rows_loss(g) for g in groups], [g.size for g in groups],
                                 measure=True, parts=parts, gram_layers=self.gram_layers)
 

@@ -1,6 +1,6 @@
 """Learner time per update with the noise-scale measurement off and on, on Pong.
 
-    python scripts/bench_noise.py [--repeats 30] [--no-bf16] [--only VARIANT ...]
+    python scripts/bench_noise.py [--repeats 30] [--no-bf16] [--envs 16 128] [--only VARIANT ...]
     python scripts/bench_noise.py --pass-scan [--repeats 9]
 
 At B = 80 and B = 640 observations (16 and 128 envs x 5 steps), one real Pong
@@ -84,6 +84,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=30)
     p.add_argument("--no-bf16", action="store_true", help="leave out the bf16 variants")
     p.add_argument("--pass-scan", action="store_true", help="time pass sizes instead (measurement off)")
+    p.add_argument("--envs", type=int, nargs="+", default=[16, 128], help="batches of ENVS x 5 steps")
     p.add_argument("--only", nargs="+", metavar="VARIANT", help=f"run only these of {list(VARIANTS)}")
     args = p.parse_args()
     unknown = set(args.only or ()) - set(VARIANTS)
@@ -95,7 +96,7 @@ def main() -> None:
         pass_scan(args.repeats)
         return
     print(f"{'batch':>6s} {'variant':20s} {'ms/update':>10s} {'vs off':>7s}")
-    for n_envs in (16, 128):
+    for n_envs in args.envs:
         batch, spec = pong_batch(n_envs)
         learners = {}
         for name, overrides in VARIANTS.items():
