@@ -38,14 +38,17 @@ def plot_run(run_dir: Path, out: Path, title: str | None = None) -> Path:
         tag = f"noise/b_simple_{part}"
         if tag in data:
             ax.plot(*break_gaps(*data[tag]), color=color, label=f"B_simple {part}")
-    if "batch/size" in data:
-        ax.plot(*data["batch/size"], color="black", ls="--", label="batch (observations)")
+    # The noise scale compares with the batch of one optimizer step (PPO: a minibatch).
+    batch_tag = "batch/optimizer_batch" if "batch/optimizer_batch" in data else "batch/size"
+    if batch_tag in data:
+        ax.plot(*data[batch_tag], color="black", ls="--", label="optimizer batch (observations)")
     ax.set_yscale("log")
     ax.set_ylabel("observations")
     ax.legend(loc="upper left", fontsize=8)
     ax = axes[2]
     if "batch/n_envs" in data:
         ax.plot(*data["batch/n_envs"], color="black")
+        ax.set_ylim(0, 1.15 * data["batch/n_envs"][1].max())  # a constant count reads as itself
     ax.set_ylabel("environments")
     ax = axes[3]
     if "train/lr" in data:
