@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rlscale.learner import Learner, env_groups
+from rlscale.learner import Learner
 from rlscale.rollout import Batch
 
 
@@ -29,11 +29,9 @@ class A2CLearner(Learner):
         a = self.cfg.agent
         # 1. Targets: n-step returns; advantages against the acting policy's values (as Baselines).
         dev = self.device
-        flat = lambda x: torch.from_numpy(np.ascontiguousarray(x)).to(dev).flatten(0, 1)  # noqa: E731
         returns_np = nstep_returns(batch, a.gamma)
-        returns, advantages = flat(returns_np), flat(returns_np - batch.values)
-        obs, actions = flat(batch.obs), flat(batch.actions)
-        env_of = np.tile(np.arange(batch.n_envs), batch.n_steps)  # column of each flat row
+        returns, advantages = self.rows(returns_np), self.rows(returns_np - batch.values)
+        obs, actions = self.rows(batch.obs), self.rows(batch.actions)
 
         # 2. Loss of a set of rows (the batch, or one group of whole environments).
         def rows_loss(rows: np.ndarray):
@@ -52,11 +50,8 @@ class A2CLearner(Learner):
 
         # 3. Gradient: per group of environments when the noise scale is measured.
         measure = self.cfg.noise.measure_noise
-        if measure:
-            groups = [np.flatnonzero(np.isin(env_of, cols))
-                      for cols in env_groups(batch.n_envs, self.cfg.noise.noise_groups)]
-        else:
-            groups = [np.arange(batch.size)]
+        rows = np.arange(batch.size)
+        groups = self.env_group_rows(rows, batch.n_envs) if measure else [rows]
         grad = self.gradient(rows_loss, groups, measure=measure, parts=self.measure_parts_now())
 
         # 4. Clip and step (skipped, and counted, when not finite).

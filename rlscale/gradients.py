@@ -163,8 +163,8 @@ def grouped_gradient(params: list[torch.nn.Parameter], group_losses: Sequence[Gr
 
 
 # ---------------------------------------------------------------------------
-# The default route: one forward and one backward pass over the whole batch.
-# (The fallback, grouped_gradient, is above.)
+# Groups of a pass measured together: one forward and one backward pass per pass.
+# (The per-group route, grouped_gradient, is above; Learner.gradient picks.)
 
 BatchLoss = Callable[[], tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]]
 MEASURED_LAYERS = (torch.nn.Linear, torch.nn.Conv2d)
@@ -195,7 +195,8 @@ def one_pass_supported(model: torch.nn.Module) -> bool:
 
 
 def one_pass_gradient(model: torch.nn.Module, params: list[torch.nn.Parameter],
-                      chunks: Sequence[tuple[BatchLoss, Sequence[int]]], gram_min_weights: int) -> GroupedGradient:
+                      chunks: Sequence[tuple[BatchLoss, Sequence[int]]],
+                      gram_layers: Sequence[torch.nn.Linear] = ()) -> GroupedGradient:
     """Leave the gradient of the batch's mean loss in ``p.grad``; return the total loss's group norms.
 
     The batch comes in chunks of whole groups: ``(loss, sizes)`` per chunk,
@@ -206,9 +207,9 @@ def one_pass_gradient(model: torch.nn.Module, params: list[torch.nn.Parameter],
     group's weight gradient as the sum of delta^T x over the group's rows.
     Autograd is asked for the layers' output gradients only, which skips its
     weight gradients; those are formed here, group by group: convolutions by
-    aten's own backward on each group's rows, Linear layers of at least
-    ``gram_min_weights`` weights by Gram matrices (module docstring), smaller
-    Linear layers by a matmul. The batch's gradient is the sum over groups.
+    aten's own backward on each group's rows, ``gram_layers`` (large Linear
+    layers) by Gram matrices (module docstring), other Linear layers by a
+    matmul. The batch's gradient is the sum over groups.
     (The policy/value split is left to `grouped_gradient`: measured faster.)
     """
     if not one_pass_supported(model):
@@ -226,7 +227,7 @@ def one_pass_gradient(model: torch.nn.Module, params: list[torch.nn.Parameter],
         with torch.no_grad():
             # The chunk's loss is a mean over its rows: scale its gradients back to sums.
             deltas = [chunk_rows * d for d in deltas]
-            group_sq.extend(_group_sums_into(row_sums, taps, deltas, chunk_sizes, gram_min_weights))
+            group_sq.extend(_group_sums_into(row_sums, taps, deltas, chunk_sizes, gram_layers))
     out = GroupedGradient(sizes=sizes, stats=stats)
     with torch.no_grad():
         # |g_j|^2 for group j's mean-loss gradient; |G|^2 for the batch's.
@@ -254,7 +255,8 @@ def _chunk_backward(model: torch.nn.Module, loss: BatchLoss
 
 
 def _group_sums_into(row_sums: dict[torch.nn.Parameter, torch.Tensor], taps: list[_LayerTap],
-                     deltas: list[torch.Tensor], sizes: Sequence[int], gram_min_weights: int) -> list[float]:
+                     deltas: list[torch.Tensor], sizes: Sequence[int],
+                     gram_layers: Sequence[torch.nn.Linear]) -> list[float]:
     """Add one chunk's gradient sums to ``row_sums``; return |sum over group j|^2 per group."""
     bounds = list(itertools.pairwise([0, *itertools.accumulate(sizes)]))
     group_sq = [0.0] * len(bounds)
@@ -264,7 +266,7 @@ def _group_sums_into(row_sums: dict[torch.nn.Parameter, torch.Tensor], taps: lis
 
     for tap, delta in zip(taps, deltas, strict=True):
         layer = tap.layer
-        gram = isinstance(layer, torch.nn.Linear) and layer.weight.numel() >= gram_min_weights
+        gram = any(layer is g for g in gram_layers)
         if gram:
             for j, (a, b) in enumerate(bounds):
                 group_sq[j] += _gram_sq_norm(delta[a:b], tap.x[a:b])

@@ -113,6 +113,14 @@ class Learner:
             logits, value = self.model(obs)
         return logits.float(), value.float()
 
+    def rows(self, x: np.ndarray) -> torch.Tensor:
+        """A [n_steps, n_envs, ...] batch array as flat rows on the learner's device (row = step * n_envs + env)."""
+        return torch.from_numpy(np.ascontiguousarray(x)).to(self.device).flatten(0, 1)
+
+    def env_group_rows(self, rows: np.ndarray, n_envs: int) -> list[np.ndarray]:
+        """``rows`` (flat row indices) split into the noise estimator's groups of whole environments."""
+        return [rows[np.isin(rows % n_envs, cols)] for cols in env_groups(n_envs, self.cfg.noise.noise_groups)]
+
     def gradient(self, rows_loss: Callable[[np.ndarray], GroupLoss], groups: list[np.ndarray],
                  measure: bool, parts: bool) -> GroupedGradient:
         """The batch's mean-loss gradient in ``p.grad``; with ``measure``, per-group norms too.
@@ -136,7 +144,7 @@ class Learner:
         if self.one_pass and not parts and small_groups and any(len(p) > 1 for p in passes):
             return one_pass_gradient(
                 self.model, self.params,
-                [(rows_loss(np.concatenate(p)), [g.size for g in p]) for p in passes], GRAM_MIN_WEIGHTS)
+                [(rows_loss(np.concatenate(p)), [g.size for g in p]) for p in passes], self.gram_layers)
         return grouped_gradient(self.params, [rows_loss(g) for g in groups], [g.size for g in groups],
                                 measure=True, parts=parts, gram_layers=self.gram_layers)
 

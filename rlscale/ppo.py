@@ -15,7 +15,7 @@ import functools
 import numpy as np
 import torch
 
-from rlscale.learner import Learner, env_groups
+from rlscale.learner import Learner
 from rlscale.rollout import Batch
 
 
@@ -54,11 +54,9 @@ class PPOLearner(Learner):
         advantages_np = gae_advantages(batch, a.gamma, a.gae_lambda)
         returns_np = advantages_np + batch.values
         dev = self.device
-        flat = lambda x: torch.from_numpy(np.ascontiguousarray(x)).to(dev).flatten(0, 1)  # noqa: E731
-        obs, actions = flat(batch.obs), flat(batch.actions)
-        old_logprobs, old_values = flat(batch.logprobs), flat(batch.values)
-        advantages, returns = flat(advantages_np), flat(returns_np)
-        env_of = np.tile(np.arange(batch.n_envs), batch.n_steps)  # column of each flat row
+        obs, actions = self.rows(batch.obs), self.rows(batch.actions)
+        old_logprobs, old_values = self.rows(batch.logprobs), self.rows(batch.values)
+        advantages, returns = self.rows(advantages_np), self.rows(returns_np)
         lr_scale = self.lr_scale(progress)
 
         # 2. Loss of a set of rows (a minibatch, or one group of it).
@@ -88,7 +86,6 @@ class PPOLearner(Learner):
 
         # 3. Gradient: per group of environments in the first epoch's minibatches.
         measure = self.cfg.noise.measure_noise
-        env_sets = env_groups(batch.n_envs, self.cfg.noise.noise_groups)
         metrics: dict[str, float] = {}
         generator = np.random.default_rng(self.updates)
         for epoch in range(a.n_epochs):
@@ -96,7 +93,7 @@ class PPOLearner(Learner):
                 adv_mb = advantages[torch.from_numpy(mb).to(dev)]
                 mean, std = float(adv_mb.mean()), float(adv_mb.std())
                 measuring = measure and epoch == 0
-                groups = [mb[np.isin(env_of[mb], cols)] for cols in env_sets] if measuring else [mb]
+                groups = self.env_group_rows(mb, batch.n_envs) if measuring else [mb]
                 grad = self.gradient(functools.partial(rows_loss, adv_mean=mean, adv_std=std), groups,
                                      measure=measuring, parts=measuring and self.measure_parts_now())
 
