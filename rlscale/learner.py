@@ -160,6 +160,11 @@ class Learner:
         """Factor on the learning rate at this fraction of the budget (linear annealing)."""
         return 1.0 - progress if self.cfg.agent.anneal_lr else 1.0
 
+    @property
+    def lr_in_use(self) -> float:
+        """The learning rate of the last step (annealed, controller-scaled); the optimizer's own before one."""
+        return float(self.optimizer.param_groups[0]["lr"])
+
     def measure_parts_now(self) -> bool:
         every = self.cfg.noise.noise_parts_every
         return self.cfg.noise.measure_noise and every > 0 and self.updates % every == 0

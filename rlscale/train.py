@@ -292,7 +292,7 @@ def run_training(cfg: Config, run_dir: Path, state: dict[str, Any] | None = None
         path = save_checkpoint(run)
         run.logger.progress(c.agent_steps, cfg.total_agent_steps, c.agent_steps / max(c.wall_seconds, 1e-9),
                             c.n_envs, run.learner.b_simple(cfg.control.signal), cfg.control.signal,
-                            run.learner.lr, force=True)
+                            run.learner.lr_in_use, force=True)
         if on_progress is not None:
             on_progress(headline(run))
         print(f"done: {c.agent_steps:,} agent steps, {run.learner.updates:,} updates, "
@@ -316,7 +316,15 @@ def run_training(cfg: Config, run_dir: Path, state: dict[str, Any] | None = None
             run.logger.close()
 
 
-RESUME_OVERRIDABLE = {"total_frames", "log_interval", "checkpoint_every", "keep_checkpoints", "address"}
+# What a resumed run may change: where it stops (budget, score) and how it reports and
+# checkpoints, not how it trains. A larger budget extends a run; with annealing on, the
+# learning rate then continues from the new schedule's value at the current step.
+RESUME_OVERRIDABLE = {"total_frames", "stop_return", "log_interval", "checkpoint_every", "keep_checkpoints",
+                      "address"}
+
+
+def _flags(keys: set[str]) -> str:
+    return ", ".join("--" + key.replace("_", "-") for key in sorted(keys))
 
 
 def resume(run_dir: Path, overrides: dict[str, Any]) -> int:
@@ -325,11 +333,12 @@ def resume(run_dir: Path, overrides: dict[str, Any]) -> int:
     cfg = load_saved(run_dir / CONFIG_FILE)
     fixed = set(overrides) - RESUME_OVERRIDABLE
     if fixed:
-        raise UserError(f"--resume keeps the run's settings; only {', '.join(sorted(RESUME_OVERRIDABLE))} "
-                        f"may change (got {', '.join(sorted(fixed))})")
+        raise UserError(f"--resume keeps the run's settings; only {_flags(RESUME_OVERRIDABLE)} "
+                        f"may change (got {_flags(fixed)})")
     for key, value in overrides.items():
         section = "env" if key == "total_frames" else "run"
         setattr(getattr(cfg, section), key, value)
+    cfg.run.run_dir = str(run_dir)  # a copied or moved run directory resumes where it is now
     if cfg.run.backend == "rllib":
         return run_rllib(cfg.validate(), run_dir, resume=True)
     state = checkpoint.load(checkpoint.latest(run_dir))

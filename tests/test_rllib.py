@@ -36,17 +36,22 @@ def cartpole_config(**overrides):
     return build_config("cartpole", "ppo", {"n_envs": 4, "n_actors": 1, "backend": "rllib", **overrides})
 
 
-def test_grouped_gradient_equals_stock_ppo_gradient_on_the_same_batch():
-    """The noise-scale learner applies the minibatch gradient stock PPO applies."""
-    from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+def sample_cartpole_episodes():
+    """An RLlib PPO config for CartPole (4 envs, local runner) and 512 steps sampled with it."""
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
     from ray.tune.registry import register_env
 
     register_env("rlscale-env", integration.make_env)
-    cfg = cartpole_config()
-    rl_config = integration.ppo_config(cfg).env_runners(num_env_runners=0)
+    rl_config = integration.ppo_config(cartpole_config()).env_runners(num_env_runners=0)
     runner = SingleAgentEnvRunner(config=rl_config)
-    episodes = runner.sample(num_timesteps=512, random_actions=False)
+    return rl_config, runner, runner.sample(num_timesteps=512, random_actions=False)
+
+
+def test_grouped_gradient_equals_stock_ppo_gradient_on_the_same_batch():
+    """The noise-scale learner applies the minibatch gradient stock PPO applies."""
+    from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+
+    rl_config, runner, episodes = sample_cartpole_episodes()
     env_ids = {ep.custom_data[integration.GROUP_COLUMN] for ep in episodes}
     assert len(env_ids) == 4  # every episode carries its environment's id
 
@@ -84,6 +89,31 @@ def test_grouped_gradient_equals_stock_ppo_gradient_on_the_same_batch():
                            timesteps={"num_env_steps_sampled_lifetime": 1024})
     (_, optimizer), = grouped_learner.get_optimizers_for_module("default_policy")
     assert [g["lr"] for g in optimizer.param_groups] == [1.234e-3]
+    runner.stop()
+
+
+def test_first_epoch_minibatches_are_shuffled_so_env_groups_are_balanced():
+    """RLlib walks a train batch's first epoch in episode order; the noise-scale learner shuffles it."""
+    rl_config, runner, episodes = sample_cartpole_episodes()
+    learner_class = integration.rllib_classes()["NoiseScalePPOLearner"]
+    measured: list[tuple[np.ndarray, list[int]]] = []
+
+    def groups(self, batch):
+        found = learner_class._groups(self, batch)
+        (sub,) = batch.values()
+        measured.append((sub[integration.GROUP_COLUMN].numpy(), [len(rows) for rows in found]))
+        return found
+
+    spy = type("SpyLearner", (learner_class,), {"_groups": groups})
+    learner = rl_config.copy(copy_frozen=False).learners(learner_class=spy).build_learner(env=runner.env.unwrapped)
+    learner.update(episodes=episodes, minibatch_size=128, num_epochs=1, shuffle_batch_per_epoch=True,
+                   timesteps={"num_env_steps_sampled_lifetime": 512})
+    assert len(measured) >= 4  # 512 steps (plus a masked bootstrap row per episode) in minibatches of 128
+    for envs, sizes in measured:
+        # In episode order the env id changes only at episode boundaries (a handful per
+        # minibatch); shuffled rows of 4 envs change it at about 3 rows in 4.
+        assert np.count_nonzero(envs[1:] != envs[:-1]) > len(envs) // 2
+        assert len(sizes) == 4 and min(sizes) >= 10, sizes  # 32 rows each on average
     runner.stop()
 
 

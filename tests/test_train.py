@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import threading
@@ -123,6 +124,32 @@ def test_sigint_leaves_a_checkpoint_and_a_resume_hint(tmp_path):
     assert "resume with: python -m rlscale.train --resume" in err
     assert "Traceback" not in err
     assert read_counters(run_dir)["agent_steps"] > 0
+
+
+def test_a_finished_run_extends_to_a_larger_budget_on_the_new_schedule(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    # PPO anneals the learning rate over the budget; 4 envs x 128 steps = 512 agent steps a batch.
+    assert main(["cartpole", "--agent", "ppo", "--serial", "--n-envs", "4", "--vector-size", "2",
+                 "--total-frames", "2048", "--run-dir", str(run_dir)]) == 0
+    extended = tmp_path / "extended"  # extend a copy: the finished run stays as it was
+    shutil.copytree(run_dir, extended)
+    assert main(["--resume", str(extended), "--total-frames", "4096", "--stop-return", "1000"]) == 0
+    assert read_counters(run_dir)["agent_steps"] == 2048
+    assert read_counters(extended)["agent_steps"] == 4096
+    saved = (extended / "config.toml").read_text()
+    # A later resume keeps the new budget and stopping score, and the copy names its own directory.
+    assert "total_frames = 4096" in saved and "stop_return = 1000" in saved
+    assert f'run_dir = "{extended}"' in saved
+    lr0 = build_config("cartpole", "ppo", {}).agent.lr
+    lrs = {e.step: e.value for e in scalars(extended).Scalars("train/lr")}
+    assert sorted(lrs) == list(range(512, 4097, 512))  # every batch once
+    # A batch logged at step s started at s - 512 and was trained at lr0 * (1 - (s - 512) / budget).
+    for step, lr in lrs.items():
+        budget = 2048 if step <= 2048 else 4096
+        assert lr == pytest.approx(lr0 * (1 - (step - 512) / budget), rel=1e-5), step
+    # The closing progress line shows the learning rate of the last step, not the base one.
+    last_line = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[100.0%]")][-1]
+    assert float(last_line.rsplit("lr ", 1)[1]) == pytest.approx(lrs[4096], rel=1e-2)
 
 
 def test_killed_actor_is_replaced_and_the_run_finishes(tmp_path, capsys):

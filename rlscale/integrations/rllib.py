@@ -183,6 +183,15 @@ def rllib_classes() -> dict[str, type]:
 
         def _make_batch_if_necessary(self, training_data):
             batch = super()._make_batch_if_necessary(training_data)
+            # RLlib's minibatch iterator shuffles the train batch only when it wraps around, so
+            # its first epoch walks the batch in episode order: each minibatch is a few
+            # contiguous stretches of a few episodes, and its env groups range from 1 row to
+            # 100 rows of one stretch. The noise scale is measured on that epoch, and on such
+            # groups its tr(Sigma) estimate came out negative on average (CartPole, session 5
+            # in docs/results.md). CleanRL shuffles before every epoch; so does this learner.
+            if self.config.shuffle_batch_per_epoch:
+                for module_batch in batch.policy_batches.values():
+                    module_batch.shuffle()
             self._rows_first_epoch = max(b.count for b in batch.policy_batches.values())
             self._rows_seen = 0
             return batch
