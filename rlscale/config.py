@@ -178,7 +178,7 @@ class Config:
             raise UserError("--stop-return must be a number")
         for name, value in positive.items():
             if not (value > 0 and math.isfinite(value)):
-                raise UserError(f"--{_flag(name)} must be positive, got {value}")
+                raise UserError(f"{cli_flag(name)} must be positive, got {value}")
         non_negative = {
             "noop_max": e.noop_max, "warmup_max_steps": e.warmup_max_steps,
             "ent_coef": a.ent_coef, "vf_coef": a.vf_coef, "max_grad_norm": a.max_grad_norm,
@@ -189,10 +189,10 @@ class Config:
         }
         for name, value in non_negative.items():
             if not (value >= 0 and math.isfinite(value)):
-                raise UserError(f"--{_flag(name)} must be zero or positive, got {value}")
+                raise UserError(f"{cli_flag(name)} must be zero or positive, got {value}")
         for name, value in {"gamma": a.gamma, "rms_alpha": a.rms_alpha, "gae_lambda": a.gae_lambda}.items():
             if not 0.0 <= value <= 1.0:
-                raise UserError(f"--{_flag(name)} must lie in [0, 1], got {value}")
+                raise UserError(f"{cli_flag(name)} must lie in [0, 1], got {value}")
         if not 0.0 <= e.sticky_actions < 1.0:
             raise UserError(f"--sticky-actions must lie in [0, 1), got {e.sticky_actions}")
         if c.hysteresis < 1.0 or c.max_resize_factor <= 1.0:
@@ -204,7 +204,7 @@ class Config:
         for name, value in {"n_envs": e.n_envs, "min_envs": c.min_envs, "max_envs": c.max_envs}.items():
             if value % e.vector_size:
                 raise UserError(
-                    f"--{_flag(name)} ({value}) must be a multiple of --vector-size ({e.vector_size})"
+                    f"{cli_flag(name)} ({value}) must be a multiple of --vector-size ({e.vector_size})"
                 )
         if c.batch != "fixed" and not c.min_envs <= e.n_envs <= c.max_envs:
             raise UserError(
@@ -223,8 +223,9 @@ class Config:
         return self
 
 
-def _flag(name: str) -> str:
-    return name.replace("_", "-")
+def cli_flag(name: str) -> str:
+    """The command-line flag of a config field: total_frames -> --total-frames."""
+    return "--" + name.replace("_", "-")
 
 
 def _field_owner() -> dict[str, tuple[str, dataclasses.Field]]:
@@ -388,7 +389,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
     for section, cls in SECTIONS.items():
         group = parser.add_argument_group(f"[{section}] settings")
         for f in dataclasses.fields(cls):
-            name = "--" + _flag(f.name)
+            name = cli_flag(f.name)
             helptext = f.metadata["help"] + f" (default {f.default if f.default is not dataclasses.MISSING else '[]'})"
             kind = f.type if isinstance(f.type, str) else f.type.__name__
             if kind == "bool":

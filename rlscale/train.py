@@ -26,9 +26,11 @@ from rlscale import checkpoint
 from rlscale.a2c import A2CLearner
 from rlscale.cli import Parser, writable_dir
 from rlscale.config import (
+    FIELDS,
     Config,
     add_config_flags,
     build_config,
+    cli_flag,
     dumps_toml,
     load_saved,
     overrides_from_args,
@@ -219,7 +221,7 @@ def train_loop(run: Run) -> None:
         run.logger.scalars(metrics, c.agent_steps)
         printed = run.logger.progress(c.agent_steps, total, steps_per_s, batch.n_envs,
                             learner.b_simple(cfg.control.signal) if cfg.noise.measure_noise else None,
-                            signal_name, metrics.get("train/lr", learner.lr), interval=cfg.run.log_interval,
+                            signal_name, learner.lr_in_use, interval=cfg.run.log_interval,
                             starting_envs=batch.starting_envs)
         if printed and run.on_progress is not None:
             run.on_progress(headline(run))
@@ -324,7 +326,7 @@ RESUME_OVERRIDABLE = {"total_frames", "stop_return", "log_interval", "checkpoint
 
 
 def _flags(keys: set[str]) -> str:
-    return ", ".join("--" + key.replace("_", "-") for key in sorted(keys))
+    return ", ".join(cli_flag(key) for key in sorted(keys))
 
 
 def resume(run_dir: Path, overrides: dict[str, Any]) -> int:
@@ -336,7 +338,7 @@ def resume(run_dir: Path, overrides: dict[str, Any]) -> int:
         raise UserError(f"--resume keeps the run's settings; only {_flags(RESUME_OVERRIDABLE)} "
                         f"may change (got {_flags(fixed)})")
     for key, value in overrides.items():
-        section = "env" if key == "total_frames" else "run"
+        section, _ = FIELDS[key]
         setattr(getattr(cfg, section), key, value)
     cfg.run.run_dir = str(run_dir)  # a copied or moved run directory resumes where it is now
     if cfg.run.backend == "rllib":
