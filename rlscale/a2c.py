@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
+from rlscale.gradients import LossParts, backward
 from rlscale.learner import Learner
 from rlscale.rollout import Batch
 
@@ -24,35 +28,45 @@ def nstep_returns(batch: Batch, gamma: float) -> np.ndarray:
     return returns
 
 
+@dataclass
+class A2CRows:
+    """The batch as flat rows on the learner's device."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    returns: torch.Tensor
+    advantages: torch.Tensor
+
+
 class A2CLearner(Learner):
-    def update(self, batch: Batch, progress: float = 0.0) -> dict[str, float]:
+    def loss(self, data: A2CRows, rows: np.ndarray) -> LossParts:
+        """Mean policy part (with the entropy bonus) and value part over ``rows``."""
         a = self.cfg.agent
+        idx = self.index(rows)
+        logits, value = self.forward(data.obs[idx])
+        dist = torch.distributions.Categorical(logits=logits)
+        logprob = dist.log_prob(data.actions[idx])
+        entropy = dist.entropy().mean()
+        pg_loss = -(data.advantages[idx] * logprob).mean()
+        value_loss = (data.returns[idx] - value).pow(2).mean()
+        stats = {"policy_loss": pg_loss.detach(), "value_loss": value_loss.detach(), "entropy": entropy.detach()}
+        return pg_loss - a.ent_coef * entropy, a.vf_coef * value_loss, stats
+
+    def update(self, batch: Batch, lr: float | None = None) -> dict[str, float]:
+        a = self.cfg.agent
+        lr = a.lr if lr is None else lr
         # 1. Targets: n-step returns; advantages against the acting policy's values (as Baselines).
-        dev = self.device
-        returns_np = nstep_returns(batch, a.gamma)
-        returns, advantages = self.rows(returns_np), self.rows(returns_np - batch.values)
-        obs, actions = self.rows(batch.obs), self.rows(batch.actions)
+        returns = nstep_returns(batch, a.gamma)
+        data = A2CRows(self.rows(batch.obs), self.rows(batch.actions), self.rows(returns),
+                       self.rows(returns - batch.values))
 
-        # 2. Loss of a set of rows (the batch, or one group of whole environments).
-        def rows_loss(rows: np.ndarray):
-            def loss():
-                idx = torch.from_numpy(rows).to(dev)
-                logits, value = self.forward(obs[idx])
-                dist = torch.distributions.Categorical(logits=logits)
-                logprob = dist.log_prob(actions[idx])
-                entropy = dist.entropy().mean()
-                pg_loss = -(advantages[idx] * logprob).mean()
-                value_loss = (returns[idx] - value).pow(2).mean()
-                stats = {"policy_loss": pg_loss.detach(), "value_loss": value_loss.detach(),
-                         "entropy": entropy.detach()}
-                return pg_loss - a.ent_coef * entropy, a.vf_coef * value_loss, stats
-            return loss
-
-        # 3. Gradient: per group of environments when the noise scale is measured.
+        # 2. Gradient of the batch's loss; per env group when the noise scale is measured.
         measure = self.cfg.noise.measure_noise
         rows = np.arange(batch.size)
         groups = self.env_group_rows(rows, batch.n_envs) if measure else [rows]
-        grad = self.gradient(rows_loss, groups, measure=measure, parts=self.measure_parts_now())
+        grad = backward(self.model, self.route, functools.partial(self.loss, data), groups,
+                        measure=measure, parts=self.measure_parts_now())
 
-        # 4. Clip and step (skipped, and counted, when not finite).
-        return self.apply(grad, batch.size, self.lr_scale(progress))
+        # 3. Noise scale, clip and step (skipped, and counted, when not finite).
+        metrics = self.record_noise(grad, batch.size)
+        return metrics | self.step(grad, lr)

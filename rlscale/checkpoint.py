@@ -1,4 +1,4 @@
-"""Atomic checkpoints that load without executing code.
+"""A run directory's files: atomic checkpoints that load without executing code.
 
 A checkpoint is written to a temporary file in the same directory, flushed to
 disk and renamed over its final name, so a crash leaves either the old or the
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,13 @@ import torch
 
 from rlscale.errors import UserError
 
-FORMAT = "rlscale-checkpoint-1"
+CONFIG_FILE = "config.toml"  # the resolved config of a run directory
+SUMMARY_FILE = "summary.json"  # counters, goals and the mean return at the last checkpoint
+
+# Layout: checkpoints/ckpt-<agent steps>.pt holds the loop's, the controller's and the
+# engine's state; an engine may write files of its own beside it under the same
+# prefix (RLlib: ckpt-<agent steps>.rllib/), which are removed with it.
+FORMAT = "rlscale-checkpoint-2"
 _NAME = re.compile(r"ckpt-(\d+)\.pt")
 
 
@@ -26,11 +33,17 @@ def checkpoint_dir(run_dir: Path) -> Path:
     return run_dir / "checkpoints"
 
 
-def save(run_dir: Path, state: dict[str, Any], step: int, keep: int) -> Path:
+def prefix(run_dir: Path, step: int) -> Path:
+    """checkpoints/ckpt-<step>: the checkpoint file adds .pt, an engine's own files other suffixes."""
     folder = checkpoint_dir(run_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    final = folder / f"ckpt-{step:012d}.pt"
-    tmp = folder / f".{final.name}.tmp"
+    return folder / f"ckpt-{step:012d}"
+
+
+def save(run_dir: Path, state: dict[str, Any], step: int, keep: int) -> Path:
+    """Write the checkpoint of ``step`` atomically; keep the newest ``keep`` (and their engine files)."""
+    final = prefix(run_dir, step).with_suffix(".pt")
+    tmp = final.with_name(f".{final.name}.tmp")
     with open(tmp, "wb") as fh:
         torch.save({"format": FORMAT, **state}, fh)
         fh.flush()
@@ -38,6 +51,11 @@ def save(run_dir: Path, state: dict[str, Any], step: int, keep: int) -> Path:
     os.replace(tmp, final)
     for old in list_checkpoints(run_dir)[:-keep]:
         old.unlink(missing_ok=True)
+        for engine_files in old.parent.glob(f"{old.stem}.*"):
+            if engine_files.is_dir():
+                shutil.rmtree(engine_files, ignore_errors=True)
+            else:
+                engine_files.unlink(missing_ok=True)
     return final
 
 
@@ -65,8 +83,11 @@ def load(path: Path) -> dict[str, Any]:
             f"checkpoint {path} is corrupt or not an rlscale checkpoint "
             f"({type(err).__name__}); resume from an earlier one or start a new run"
         ) from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
+    if not isinstance(state, dict) or not str(state.get("format", "")).startswith("rlscale-checkpoint"):
         raise UserError(f"{path} is not an rlscale checkpoint (format {FORMAT} expected)")
+    if state["format"] != FORMAT:
+        raise UserError(f"{path} has the checkpoint format {state['format']} of an older rlscale; this "
+                        f"version reads {FORMAT}: evaluate or resume it with the rlscale that wrote it")
     return state
 
 

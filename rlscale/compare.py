@@ -17,9 +17,9 @@ import numpy as np
 
 from rlscale.cli import Parser, writable_file
 from rlscale.errors import UserError, exits_cleanly
-from rlscale.goals import smoothed_returns
+from rlscale.goals import GOAL_WINDOW, smoothed_returns
 from rlscale.plot import save_figure
-from rlscale.runs import GOAL_WINDOW, RunRecord, find_runs, format_number, goals_of, load_run
+from rlscale.runs import RunRecord, find_runs, format_number, goals_of, load_run
 
 
 def _minutes(seconds: float | None) -> str:
@@ -67,7 +67,7 @@ def plot_returns(runs: list[RunRecord], goals: list[float], out: Path) -> None:
         steps, values = run.returns()
         if not values.size:
             continue
-        smooth = smoothed_returns(values, GOAL_WINDOW)
+        smooth = smoothed_returns(values)
         (line,) = axes[0, 0].plot(steps, smooth, label=run.name)
         if wall is not None:
             axes[0, 1].plot(np.interp(steps, *wall) / 60, smooth,

@@ -1,4 +1,4 @@
-"""Typed run configuration: defaults -> agents/<algo>.toml -> envs/<name>.toml -> flags.
+"""Typed run configuration: defaults -> agent preset -> env preset -> flags.
 
 Every field carries a one-line help text with its unit; the command-line flags
 are generated from these fields, so the help and the presets cannot drift
@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from rlscale.errors import UserError
+from rlscale.goals import GOAL_WINDOW
 
-# Presets live beside the package (editable install, see README).
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-ENV_PRESETS = PROJECT_ROOT / "envs"
-AGENT_PRESETS = PROJECT_ROOT / "agents"
+# Presets ship inside the package (package data), so any install finds them.
+PRESETS = Path(__file__).resolve().parent / "presets"
+ENV_PRESETS = PRESETS / "envs"
+AGENT_PRESETS = PRESETS / "agents"
 
 
 def opt(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
@@ -59,8 +60,8 @@ class AgentConfig:
     optimizer: str = opt("rmsprop_tf", "optimizer", ("rmsprop_tf", "rmsprop", "adam"))
     rms_alpha: float = opt(0.99, "RMSprop decay of the mean square")
     optim_eps: float = opt(1e-5, "optimizer epsilon")
-    network: str = opt("auto", "policy network (auto: Nature CNN for images, MLP otherwise)",
-                       ("auto", "nature_cnn", "mlp"))
+    network: str = opt("auto", "policy network (auto: MinAtar's network for 10x10xC grids, the Nature CNN "
+                       "for other images, an MLP otherwise)", ("auto", "nature_cnn", "minatar_cnn", "mlp"))
     mlp_hidden: int = opt(64, "units per hidden layer of the MLP")
     anneal_lr: bool = opt(False, "anneal the learning rate linearly to 0 over the budget")
     gae_lambda: float = opt(0.95, "PPO: lambda of generalised advantage estimation")
@@ -81,7 +82,8 @@ class NoiseConfig:
 
 @dataclass
 class ControlConfig:
-    batch: str = opt("fixed", "batch-size controller", ("fixed", "critical", "sqrt"))
+    batch: str = opt("fixed", "batch-size controller (auto: the wall-time optimum of the measured cost model)",
+                     ("fixed", "critical", "sqrt", "auto"))
     # total: measured every update at near-zero cost, and within 1.4x of the fitted
     # B_crit on the CartPole study's well-determined goals (docs/results.md).
     signal: str = opt("total", "noise scale the controller follows", ("total", "policy", "value"))
@@ -107,19 +109,18 @@ class RunConfig:
     learner_threads: int = opt(0, "torch threads of the learner (0: all cores)")
     learner_device: str = opt("auto", "device of the learner (auto: cuda when this machine has one)",
                               ("auto", "cpu", "cuda"))
-    channels_last: bool = opt(True, "learner convolutions in channels-last memory format (1.33x faster "
-                              "forward+backward on this CPU, same numbers up to summation order)")
-    learner_precision: str = opt("fp32", "learner forward/backward: fp32, or bf16 autocast (experimental; "
-                                 "needs a GPU or a CPU with AVX-512 BF16/AMX: ~10x slower without; "
-                                 "norms, losses and weights stay fp32)", ("fp32", "bf16"))
+    channels_last: bool = opt(True, "learner convolutions in channels-last memory format "
+                              "(same numbers up to summation order; see docs/performance.md)")
+    learner_precision: str = opt("fp32", "learner forward/backward: fp32, or bf16 autocast (needs a GPU or "
+                                 "a CPU with bf16 units; norms, losses and weights stay fp32)", ("fp32", "bf16"))
     learner_chunk_rows: int = opt(0, "rows per learner forward/backward pass, gradients summed over the "
-                                  "passes (0 = auto: about 128 for convolutional networks on CPU, where "
-                                  "such passes ran fastest; otherwise the whole batch)")
+                                  "passes (0 = auto: about 128 for convolutional networks on CPU, "
+                                  "otherwise the whole batch)")
     log_interval: float = opt(10.0, "seconds between console progress lines")
     checkpoint_every: int = opt(500, "optimizer steps between checkpoints (PPO takes epochs x minibatches per batch)")
     keep_checkpoints: int = opt(3, "checkpoints kept on disk")
     max_actor_failures: int = opt(10, "rollout actor deaths tolerated before the run stops")
-    stop_return: float = opt(math.inf, "stop once the mean return of the last 20 episodes reaches this")
+    stop_return: float = opt(math.inf, f"stop once the mean return of the last {GOAL_WINDOW} episodes reaches this")
 
 
 SECTIONS: dict[str, type] = {
@@ -154,6 +155,16 @@ class Config:
         if self.agent.algo == "ppo":
             return self.agent.n_steps / self.agent.n_minibatches
         return float(self.agent.n_steps)
+
+    @property
+    def epochs_per_batch(self) -> int:
+        """Times the optimizer consumes each observation (PPO's epochs; 1 for A2C)."""
+        return self.agent.n_epochs if self.agent.algo == "ppo" else 1
+
+    @property
+    def pool_unit(self) -> int:
+        """Environments come and go in multiples of this: a vector env, or one per RLlib env runner."""
+        return self.run.n_actors if self.run.backend == "rllib" else self.env.vector_size
 
     @property
     def total_agent_steps(self) -> int:
@@ -301,7 +312,7 @@ def looks_like_env_id(name: str) -> bool:
 
 
 def build_config(env: str, agent: str | None, overrides: dict[str, Any]) -> Config:
-    """defaults -> agents/<algo>.toml -> envs/<env>.toml -> overrides (later wins)."""
+    """defaults -> presets/agents/<algo>.toml -> presets/envs/<env>.toml (or a TOML file) -> overrides."""
     cfg = Config()
     env_preset: dict[str, Any] = {}
     env_path = Path(env) if env.endswith(".toml") else ENV_PRESETS / f"{env}.toml"
@@ -407,3 +418,10 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
 
 def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in FIELDS if getattr(args, name, None) is not None}
+
+
+def parse_with_config(parser: argparse.ArgumentParser, argv: list[str] | None
+                      ) -> tuple[argparse.Namespace, dict[str, Any]]:
+    """The parsed arguments, and the config fields the command line set."""
+    args = parser.parse_args(argv)
+    return args, overrides_from_args(args)

@@ -8,6 +8,10 @@ number of minibatches for PPO.
 * fixed:    never resize.
 * critical: target batch = B_simple (train at the critical batch size).
 * sqrt:     target batch = sqrt(r * B_simple) (eq. D.6), r in examples per step.
+* auto:     target batch = B* = sqrt((a/b) * B_simple), the wall-time optimum of the
+            measured cost model T(B) = a + b*B (``rlscale.cost``, DESIGN §3b). Until
+            the model is identified (two batch sizes timed), one probe resize by the
+            largest allowed factor gives it a second size.
 
 A resize happens only when the target leaves a hysteresis band around the
 current batch, changes the batch by at most a bounded factor, waits for a
@@ -19,9 +23,11 @@ non-finite estimate means hold.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from rlscale.config import ControlConfig
+from rlscale.cost import CostModel, optimal_batch
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,8 @@ class BatchController:
     observations_per_env: float
     vector_size: int  # environments are added and removed in multiples of this
     observations_since_resize: float = 0.0
+    # Update times per optimizer batch (auto mode): fed by the training loop, in optimizer-batch units.
+    cost: CostModel = field(default_factory=CostModel)
 
     def step(self, n_envs: int, noise_scale: float | None, observations: float, lr: float) -> Decision:
         """Called once per update, after it trained on ``observations``."""
@@ -62,10 +70,33 @@ class BatchController:
             return Decision(n_envs, lr, None, "fixed batch")
         if noise_scale is None or not math.isfinite(noise_scale) or noise_scale <= 0:
             return Decision(n_envs, lr, None, "no noise-scale estimate")
-        target = target_batch(self.cfg.batch, noise_scale, self.cfg.r)
         current = n_envs * self.observations_per_env
+        fit = self.cost.fit
+        if self.cfg.batch == "auto" and fit is None:
+            return self._probe(n_envs, noise_scale, current, lr)
+        if self.cfg.batch == "auto":
+            target = optimal_batch(fit, noise_scale)
+            why = (f"B* = sqrt(r {fit.exchange_rate:,.0f} x B_simple {noise_scale:,.0f}) = {target:,.0f} "
+                   f"(T = {1e3 * fit.overhead:.0f} ms + {1e3 * fit.per_observation:.3f} ms x batch)")
+        else:
+            target = target_batch(self.cfg.batch, noise_scale, self.cfg.r)
+            why = f"target batch {target:,.0f}"
         if self.observations_since_resize < self.cfg.cooldown:
             return Decision(n_envs, lr, target, "cooling down")
+        return self._resize_toward(n_envs, noise_scale, current, target, lr, why)
+
+    def _probe(self, n_envs: int, noise_scale: float, current: float, lr: float) -> Decision:
+        """No cost model yet: once the current batch is timed, move by the largest factor to time another."""
+        timed = len(self.cost.timings.get(current, ())) >= self.cost.min_samples
+        if not timed or self.observations_since_resize < self.cfg.cooldown:
+            return Decision(n_envs, lr, None, "timing this batch for the cost model")
+        grow = n_envs * self.cfg.max_resize_factor <= self.cfg.max_envs
+        target = current * (self.cfg.max_resize_factor if grow else 1.0 / self.cfg.max_resize_factor)
+        return self._resize_toward(n_envs, noise_scale, current, target, lr,
+                                   "probe: timing a second batch size for the cost model")
+
+    def _resize_toward(self, n_envs: int, noise_scale: float, current: float, target: float, lr: float,
+                       why: str) -> Decision:
         ratio = target / current
         h = self.cfg.hysteresis
         if 1.0 / h <= ratio <= h:
@@ -83,11 +114,11 @@ class BatchController:
             lr = scaled_lr(lr, noise_scale, current, new_envs * self.observations_per_env, self.cfg.lr_alpha)
         self.observations_since_resize = 0.0
         direction = "grow" if new_envs > n_envs else "shrink"
-        return Decision(new_envs, lr, target,
-                        f"{direction}: target batch {target:,.0f} vs {current:,.0f} observations")
+        return Decision(new_envs, lr, target, f"{direction}: {why} vs {current:,.0f} observations")
 
-    def state_dict(self) -> dict[str, float]:
-        return {"observations_since_resize": self.observations_since_resize}
+    def state_dict(self) -> dict[str, Any]:
+        return {"observations_since_resize": self.observations_since_resize, "cost": self.cost.state_dict()}
 
-    def load_state_dict(self, state: dict[str, float]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         self.observations_since_resize = float(state["observations_since_resize"])
+        self.cost.load_state_dict(state["cost"])

@@ -60,21 +60,37 @@ def _ale_game(env_id: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", match.group(1)).lower()
 
 
-def check_env_id(env_id: str) -> None:
-    """Fail early, with a fix, on an id nobody registered."""
+def register_envs(env_id: str) -> None:
+    """Register the ids of the environment packages rlscale ships with (in every process that makes envs).
+
+    ale-py registers ``ALE/...``; MinAtar's ``MinAtar/...`` ids need its register call
+    (gymnasium 1.x no longer loads environment plugins on its own).
+    """
     import ale_py
 
     gym.register_envs(ale_py)
+    if env_id.startswith("MinAtar/") and env_id not in gym.envs.registry:
+        try:
+            from minatar.gym import register_envs as register_minatar
+        except ImportError:
+            raise UserError(f"{env_id} needs MinAtar: pip install minatar") from None
+        register_minatar()
+
+
+def check_env_id(env_id: str) -> None:
+    """Fail early, with a fix, on an id nobody registered."""
+    register_envs(env_id)
     if env_id not in gym.envs.registry:
         close = difflib.get_close_matches(env_id, list(gym.envs.registry), n=3, cutoff=0.6)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise UserError(f"unknown environment id '{env_id}'{hint}; see gymnasium.envs.registry")
 
 
-class EnvGroup:
-    """One vector env of ``n`` environments with global ids and episode tracking."""
+class VectorEnv:
+    """One vector env: ``n`` environments with global ids, stepped together, with episode tracking."""
 
     def __init__(self, cfg: EnvConfig, env_ids: list[int], seed: int, render: bool = False) -> None:
+        register_envs(cfg.env_id)  # a fresh actor process has not registered them yet
         self.env_ids = np.asarray(env_ids, dtype=np.int64)
         self.n = len(env_ids)
         self.clip = False
@@ -191,7 +207,7 @@ def probe_spec(cfg: EnvConfig) -> EnvSpec:
     """The spec of an environment, from a one-env group without warm-up."""
     check_env_id(cfg.env_id)
     probe_cfg = EnvConfig(**{**cfg.__dict__, "warmup_max_steps": 0})
-    group = EnvGroup(probe_cfg, [0], seed=0)
+    group = VectorEnv(probe_cfg, [0], seed=0)
     try:
         return group.spec
     finally:

@@ -21,6 +21,10 @@ class UserError(Exception):
     """Bad input: shown to the user as one line, exit code 2, no traceback."""
 
 
+class ActorFailures(UserError):
+    """Too many rollout actors died: the run stops with a checkpoint."""
+
+
 def exits_cleanly(main: F) -> F:
     """Wrap a command's main(): UserError becomes one stderr line and exit code 2."""
 

@@ -28,7 +28,7 @@ import torch
 from rlscale import checkpoint
 from rlscale.cli import Parser, writable_file
 from rlscale.config import Config, loads_saved
-from rlscale.env import EnvGroup, Episode, check_env_id, probe_spec
+from rlscale.env import Episode, VectorEnv, check_env_id, probe_spec
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.nets import ActorCritic, build_network
 from rlscale.video import VideoWriter
@@ -69,6 +69,9 @@ def load_agent(path: Path, env_id: str | None = None) -> Agent:
     elif not path.exists():
         raise UserError(f"{path} does not exist; give a run directory or a checkpoint file (ckpt-*.pt)")
     state = checkpoint.load(path)
+    if state["backend"] != "native":
+        raise UserError(f"{path} is a --backend {state['backend']} checkpoint; evaluate plays runs of "
+                        "the native engine (RLlib's own tools restore RLlib checkpoints)")
     cfg = loads_saved(state["config"], f"config in {path}")
     check_env_id(cfg.env.env_id)
     spec = probe_spec(cfg.env)
@@ -85,11 +88,11 @@ def load_agent(path: Path, env_id: str | None = None) -> Agent:
             )
     model = build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden)
     try:
-        model.load_state_dict(state["learner"]["model"])
+        model.load_state_dict(state["engine"]["learner"]["model"])
     except (KeyError, RuntimeError) as err:
         raise UserError(f"{path}: the weights do not fit the network of its config ({err})") from None
     model.eval()
-    return Agent(cfg, model, path, int(state["counters"]["agent_steps"]))
+    return Agent(cfg, model, path, int(state["trainer"]["agent_steps"]))
 
 
 def evaluation_env_config(cfg: Config) -> Config:
@@ -114,7 +117,7 @@ def evaluate(agent: Agent, episodes: int, deterministic: bool = False, seed: int
     if video is not None:
         # pygame renders off-screen; without this SDL looks for a display and complains.
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    group = EnvGroup(cfg.env, list(range(n)), seed, render=video is not None)
+    group = VectorEnv(cfg.env, list(range(n)), seed, render=video is not None)
     if video is not None and not cfg.is_atari:
         _check_renders(group)
     generator = torch.Generator().manual_seed(seed)
@@ -147,7 +150,7 @@ def evaluate(agent: Agent, episodes: int, deterministic: bool = False, seed: int
     return result
 
 
-def _check_renders(group: EnvGroup) -> None:
+def _check_renders(group: VectorEnv) -> None:
     from gymnasium.error import DependencyNotInstalled
 
     try:

@@ -1,17 +1,47 @@
-"""When a run first reaches a score: pure numpy, no I/O.
+"""When a run first reaches a score: the one goal rule, pure numpy, no I/O.
 
 A goal is reached at the first episode where the mean return of the last
-``window`` episodes is at least the goal, counting only points where a full
-window exists. This is the rule the training loop uses for its goal messages,
-so tools that read runs back agree with what the run printed.
+``GOAL_WINDOW`` episodes is at least the goal, counting only points where a
+full window exists. ``GoalWindow`` applies the rule as episodes arrive (the
+training loop); ``first_crossing`` applies it to a logged return series (the
+report tools), so tools that read runs back agree with what the run printed.
 """
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Iterable
+
 import numpy as np
 
+GOAL_WINDOW = 20  # episodes the return is averaged over before a goal counts
 
-def rolling_mean(values: np.ndarray, window: int) -> np.ndarray:
+
+class GoalWindow:
+    """The returns of the last ``GOAL_WINDOW`` episodes, and the goals they met."""
+
+    def __init__(self, returns: Iterable[float] = ()) -> None:
+        self.returns: deque[float] = deque(returns, maxlen=GOAL_WINDOW)
+
+    def add(self, episode_return: float) -> None:
+        self.returns.append(episode_return)
+
+    @property
+    def mean(self) -> float | None:
+        """Mean of the window so far (fewer than GOAL_WINDOW episodes at the start); None before one."""
+        return sum(self.returns) / len(self.returns) if self.returns else None
+
+    @property
+    def full_mean(self) -> float | None:
+        """The mean the goal rule reads: None until the window is full."""
+        return self.mean if len(self.returns) == GOAL_WINDOW else None
+
+    def reached(self, goal: float) -> bool:
+        mean = self.full_mean
+        return mean is not None and mean >= goal
+
+
+def rolling_mean(values: np.ndarray, window: int = GOAL_WINDOW) -> np.ndarray:
     """Mean of the last ``window`` values at each point (fewer at the start)."""
     sums = np.cumsum(np.insert(values.astype(float), 0, 0.0))
     idx = np.arange(1, values.size + 1)
@@ -19,18 +49,18 @@ def rolling_mean(values: np.ndarray, window: int) -> np.ndarray:
     return (sums[idx] - sums[lo]) / (idx - lo)
 
 
-def smoothed_returns(returns: np.ndarray, window: int) -> np.ndarray:
-    """Rolling mean over full windows only; NaN where fewer than ``window`` episodes exist."""
-    out = rolling_mean(returns, window)
-    out[: window - 1] = np.nan
+def smoothed_returns(returns: np.ndarray) -> np.ndarray:
+    """Rolling mean over full windows only; NaN where fewer than GOAL_WINDOW episodes exist."""
+    out = rolling_mean(returns, GOAL_WINDOW)
+    out[: GOAL_WINDOW - 1] = np.nan
     return out
 
 
-def first_crossing(steps: np.ndarray, returns: np.ndarray, goal: float, window: int = 20) -> float | None:
+def first_crossing(steps: np.ndarray, returns: np.ndarray, goal: float) -> float | None:
     """Agent step at which the smoothed return first reaches ``goal``; None if it never does."""
-    if returns.size < window:
+    if returns.size < GOAL_WINDOW:
         return None
-    reached = np.flatnonzero(smoothed_returns(returns, window) >= goal)
+    reached = np.flatnonzero(smoothed_returns(returns) >= goal)
     return float(steps[reached[0]]) if reached.size else None
 
 

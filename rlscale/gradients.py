@@ -1,4 +1,4 @@
-"""Gradients by groups of environments: the update and the noise-scale norms together.
+"""Gradients by env groups: the update and the noise-scale norms together, behind ``backward``.
 
 The batch is split into k groups of whole environments (groups are
 independent even though steps within one trajectory are not). The gradient of
@@ -6,15 +6,15 @@ each group's mean loss, g_j, is what the noise estimator needs (DESIGN §2):
 the squared norms |g_j|^2 and that of their size-weighted mean, which is
 exactly the gradient of the batch's mean loss and so is also the update.
 
-Two routes give them. `one_pass_gradient` runs the network once forward and
-once backward over a pass of several groups and forms each layer's per-group
-weight gradients from the layer's inputs and output gradients (the losses are
-sums over rows, so a group's gradient is a sum over its rows). The
-other route, `grouped_gradient`, differentiates each group's loss on its own:
-k forward and backward passes over B/k rows, which for small groups cost more
-than one pass over B (each small pass reads every weight again) but otherwise
-ran as fast or faster, does the policy/value split, and works for any layer
-type. `Learner.gradient` picks between them; `scripts/bench_noise.py` times both.
+Two routes give them; ``backward`` picks one by measured cost. The
+shared-pass route runs the network once forward and once backward over a pass
+of several groups and forms each layer's per-group weight gradients from the
+layer's inputs and output gradients (the losses are sums over rows, so a
+group's gradient is a sum over its rows). The per-group route differentiates
+each group's loss on its own: k forward and backward passes over B/k rows,
+which for small groups cost more than one pass over B (each small pass reads
+every weight again) but otherwise ran as fast or faster, does the policy/value
+split, and works for any layer type. ``benchmarks/bench_noise.py`` times both.
 
 Large fully connected layers (the Nature CNN's 3136x512 layer holds 95% of its
 parameters) never get a per-group weight gradient. Their weight gradient over
@@ -26,7 +26,7 @@ matmul.
 
 Each loss is given as two parts, policy and value. On the updates where the
 parts are measured, each part gets its own backward pass through the shared
-trunk (always by `grouped_gradient`, which measured faster for this); the
+trunk (always by the per-group route, which measured faster for this); the
 total's gradient is then their sum, so the parts cost one extra backward pass.
 """
 
@@ -37,19 +37,109 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
-# A group's loss: returns (policy part, value part, statistics to average).
-GroupLoss = Callable[[], tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]]
+# The loss over a set of batch rows: (mean policy part, mean value part, statistics to average).
+LossParts = tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]
+RowsLoss = Callable[[np.ndarray], LossParts]
+
+# Route policy, measured with benchmarks/bench_noise.py (docs/performance.md):
+# the Nature CNN's 3136x512 layer and larger get Gram-matrix norms; smaller layers are
+# cheaper the plain way.
+GRAM_MIN_WEIGHTS = 100_000
+# On CPU, forward/backward passes of ~80-160 rows ran fastest per row (cache-sized),
+# so larger batches of a convolutional network are split into passes this big.
+CPU_CHUNK_ROWS = 128
+# Groups measured in a shared pass beat a pass per group only for small groups, where
+# each small pass re-reads every weight; larger groups ran faster one pass per group.
+SHARED_PASS_MAX_GROUP_ROWS = 32
+MEASURED_LAYERS = (torch.nn.Linear, torch.nn.Conv2d)
+
+
+def env_groups(n_envs: int, k: int) -> list[np.ndarray]:
+    """Column indices of the estimator's k env groups, whole environments each (sizes differ by at most one)."""
+    return [cols for cols in np.array_split(np.arange(n_envs), min(k, n_envs)) if cols.size]
+
+
+def pass_count(rows: int, chunk_rows: int) -> int:
+    """Forward/backward passes for ``rows`` rows in passes of about ``chunk_rows`` (0: one pass)."""
+    return max(1, round(rows / chunk_rows)) if chunk_rows > 0 else 1
+
+
+def row_chunks(sizes: list[int], chunk_rows: int) -> list[list[int]]:
+    """Consecutive items (groups of rows, or single rows) packed into passes of about ``chunk_rows`` rows.
+
+    Returns the item indices of each pass; an item larger than ``chunk_rows`` gets a pass of its own.
+    """
+    total = sum(sizes)
+    n_chunks = pass_count(total, chunk_rows)
+    target = total / n_chunks
+    chunks: list[list[int]] = [[] for _ in range(n_chunks)]
+    start = 0
+    for i, size in enumerate(sizes):
+        # Each item goes to the pass its middle row falls in, so passes stay near the target.
+        chunks[min(n_chunks - 1, int((start + size / 2) // target))].append(i)
+        start += size
+    return [c for c in chunks if c]
+
+
+def shared_pass_supported(model: torch.nn.Module) -> bool:
+    """Whether every parameter is the weight or bias of a Linear or Conv2d layer."""
+    covered = {id(p) for m in model.modules() if isinstance(m, MEASURED_LAYERS)
+               for p in m.parameters(recurse=False)}
+    return all(id(p) in covered for p in model.parameters())
 
 
 @dataclass
-class GroupedGradient:
-    sizes: list[int]
+class GradientRoute:
+    """How ``backward`` works for one model on one device (chosen once, by measured cost)."""
+
+    chunk_rows: int  # rows per forward/backward pass (0: the whole set in one pass)
+    gram_layers: list[torch.nn.Linear]  # large Linear layers whose group norms come from Gram matrices
+    shared_pass: bool  # groups of a pass may be measured together (every layer allows it)
+
+    @classmethod
+    def for_model(cls, model: torch.nn.Module, device: torch.device, chunk_rows: int = 0) -> GradientRoute:
+        """``chunk_rows`` 0 = automatic: CPU_CHUNK_ROWS for convolutional networks on CPU."""
+        convolutional = any(isinstance(m, torch.nn.Conv2d) for m in model.modules())
+        if chunk_rows <= 0:
+            chunk_rows = CPU_CHUNK_ROWS if convolutional and device.type == "cpu" else 0
+        gram = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m.weight.numel() >= GRAM_MIN_WEIGHTS]
+        return cls(chunk_rows, gram, shared_pass_supported(model))
+
+
+@dataclass
+class GradientReport:
+    """What ``backward`` measured; the gradient itself is left in ``p.grad``."""
+
+    sizes: list[int]  # rows of each env group
     sq_norms: dict[str, list[float]] = field(default_factory=dict)  # per part: |g_j|^2
     big_sq_norms: dict[str, float] = field(default_factory=dict)  # per part: |G_big|^2
-    stats: dict[str, float] = field(default_factory=dict)  # size-weighted means
+    stats: dict[str, float] = field(default_factory=dict)  # size-weighted means of the loss statistics
     finite: bool = True
+
+
+def backward(model: torch.nn.Module, route: GradientRoute, loss: RowsLoss, groups: Sequence[np.ndarray],
+             measure: bool, parts: bool) -> GradientReport:
+    """Leave the gradient of the mean loss over all rows of ``groups`` in ``p.grad``; report its norms.
+
+    ``groups`` partition the rows into env groups (whole environments each; empty
+    ones are dropped, and fewer than two cannot be measured). With ``measure``
+    the report holds each group's squared gradient norm and the batch's (the
+    noise estimator's input), with ``parts`` also for the policy and value parts.
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [g for g in groups if g.size]
+    if not measure or len(groups) < 2:
+        rows = np.concatenate(groups)
+        passes = np.array_split(rows, pass_count(rows.size, route.chunk_rows))
+        return _per_group_backward(params, loss, passes, measure=False, parts=False)
+    passes = [[groups[i] for i in chunk] for chunk in row_chunks([g.size for g in groups], route.chunk_rows)]
+    small_groups = np.mean([g.size for g in groups]) <= SHARED_PASS_MAX_GROUP_ROWS
+    if route.shared_pass and not parts and small_groups and any(len(p) > 1 for p in passes):
+        return _shared_pass_backward(model, params, loss, passes, route.gram_layers)
+    return _per_group_backward(params, loss, groups, measure=True, parts=parts, gram_layers=route.gram_layers)
 
 
 def _sq_norm(grads: Sequence[torch.Tensor]) -> float:
@@ -64,14 +154,22 @@ def _gram_sq_norm(delta: torch.Tensor, x: torch.Tensor) -> float:
     return float(((delta @ delta.T) * (x @ x.T)).sum())
 
 
-class _LinearTap:
+class _Tap:
+    """A forward hook on one layer; ``handle.remove()`` takes it off."""
+
+    def __init__(self, layer: torch.nn.Module) -> None:
+        self.layer = layer
+        self.handle = layer.register_forward_hook(self._forward)
+
+    def _forward(self, module, args, output) -> None:
+        raise NotImplementedError
+
+
+class _LinearTap(_Tap):
     """Records a Linear layer's input and the gradients reaching its output."""
 
-    def __init__(self, layer: torch.nn.Linear) -> None:
-        self.layer = layer
-        self.inputs: torch.Tensor | None = None
-        self.delta: torch.Tensor | None = None
-        self.handle = layer.register_forward_hook(self._forward)
+    inputs: torch.Tensor | None = None
+    delta: torch.Tensor | None = None
 
     def _forward(self, module, args, output) -> None:  # noqa: ARG002 - hook API
         if args[0].dim() != 2:
@@ -90,16 +188,18 @@ class _LinearTap:
         return delta
 
 
-def grouped_gradient(params: list[torch.nn.Parameter], group_losses: Sequence[GroupLoss],
-                     sizes: Sequence[int], measure: bool, parts: bool,
-                     gram_layers: Sequence[torch.nn.Linear] = ()) -> GroupedGradient:
-    """Leave the gradient of the batch's mean loss in ``p.grad``; return the norms.
+def _per_group_backward(params: list[torch.nn.Parameter], loss: RowsLoss, groups: Sequence[np.ndarray],
+                        measure: bool, parts: bool,
+                        gram_layers: Sequence[torch.nn.Linear] = ()) -> GradientReport:
+    """The per-group route: one forward and backward pass per group of rows.
 
     ``measure`` records |g_j|^2 of the total loss per group; ``parts`` also
     records them for the policy and value parts separately. The weights of
     ``gram_layers`` (large Linear layers with 2-d inputs, all in ``params``)
-    are handled by the Gram route described above while measuring.
+    are handled by the Gram route described above while measuring. Without
+    ``measure`` the groups are just passes whose gradients are summed.
     """
+    sizes = [int(g.size) for g in groups]
     total_size = float(sum(sizes))
     names = ["total", "policy", "value"] if parts else ["total"]
     gram_layers = list(gram_layers) if measure else []
@@ -110,14 +210,14 @@ def grouped_gradient(params: list[torch.nn.Parameter], group_losses: Sequence[Gr
     # Per gram layer: the inputs of every group, and per part the weighted output gradients.
     tap_inputs: list[list[torch.Tensor]] = [[] for _ in taps]
     tap_deltas = {name: [[] for _ in taps] for name in names}
-    out = GroupedGradient(sizes=list(sizes))
+    out = GradientReport(sizes=sizes)
     for name in names:
         out.sq_norms[name] = []
     stats: dict[str, float] = {}
     try:
-        for loss_fn, size in zip(group_losses, sizes, strict=True):
+        for rows, size in zip(groups, sizes, strict=True):
             weight = size / total_size
-            policy_loss, value_loss, group_stats = loss_fn()
+            policy_loss, value_loss, group_stats = loss(rows)
             if parts:
                 g_policy = torch.autograd.grad(policy_loss, autograd_params, retain_graph=True,
                                                materialize_grads=True)
@@ -163,46 +263,32 @@ def grouped_gradient(params: list[torch.nn.Parameter], group_losses: Sequence[Gr
 
 
 # ---------------------------------------------------------------------------
-# Groups of a pass measured together: one forward and one backward pass per pass.
-# (The per-group route, grouped_gradient, is above; Learner.gradient picks.)
-
-BatchLoss = Callable[[], tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]]
-MEASURED_LAYERS = (torch.nn.Linear, torch.nn.Conv2d)
+# The shared-pass route: the groups of a pass measured together, one forward and
+# one backward pass per pass.
 
 
-class _LayerTap:
+class _LayerTap(_Tap):
     """Keeps a Linear or Conv2d layer's input and output from one forward pass."""
 
-    def __init__(self, layer: torch.nn.Module) -> None:
-        self.layer = layer
-        self.x: torch.Tensor | None = None
-        self.y: torch.Tensor | None = None
-        self.handle = layer.register_forward_hook(self._forward)
+    x: torch.Tensor | None = None
+    y: torch.Tensor | None = None
 
     def _forward(self, module, args, output) -> None:  # noqa: ARG002 - hook API
         if self.y is not None:
             raise ValueError(f"{type(module).__name__} ran twice in one forward pass; "
-                             "the one-pass noise measurement needs each layer once")
+                             "the shared-pass noise measurement needs each layer once")
         self.x = args[0].detach()
         self.y = output
 
 
-def one_pass_supported(model: torch.nn.Module) -> bool:
-    """Whether every parameter is the weight or bias of a Linear or Conv2d layer."""
-    covered = {id(p) for m in model.modules() if isinstance(m, MEASURED_LAYERS)
-               for p in m.parameters(recurse=False)}
-    return all(id(p) in covered for p in model.parameters())
+def _shared_pass_backward(model: torch.nn.Module, params: list[torch.nn.Parameter], loss: RowsLoss,
+                          passes: Sequence[Sequence[np.ndarray]],
+                          gram_layers: Sequence[torch.nn.Linear] = ()) -> GradientReport:
+    """The shared-pass route: the total loss's group norms from one forward/backward per pass.
 
-
-def one_pass_gradient(model: torch.nn.Module, params: list[torch.nn.Parameter],
-                      chunks: Sequence[tuple[BatchLoss, Sequence[int]]],
-                      gram_layers: Sequence[torch.nn.Linear] = ()) -> GroupedGradient:
-    """Leave the gradient of the batch's mean loss in ``p.grad``; return the total loss's group norms.
-
-    The batch comes in chunks of whole groups: ``(loss, sizes)`` per chunk,
-    where ``loss`` runs the model once over the chunk's rows, each group's rows
-    contiguous (in the order of ``sizes``), and returns the chunk's mean policy
-    and value losses. Each row's loss depends on its own row only, so a
+    Each pass holds whole groups; ``loss`` runs the model once over a pass's
+    rows, each group's rows contiguous, and returns the pass's mean policy and
+    value losses. Each row's loss depends on its own row only, so a
     layer's input x and the gradient delta reaching its output give any
     group's weight gradient as the sum of delta^T x over the group's rows.
     Autograd is asked for the layers' output gradients only, which skips its
@@ -210,25 +296,26 @@ def one_pass_gradient(model: torch.nn.Module, params: list[torch.nn.Parameter],
     aten's own backward on each group's rows, ``gram_layers`` (large Linear
     layers) by Gram matrices (module docstring), other Linear layers by a
     matmul. The batch's gradient is the sum over groups.
-    (The policy/value split is left to `grouped_gradient`: measured faster.)
+    (The policy/value split is left to the per-group route: measured faster.)
     """
-    if not one_pass_supported(model):
-        raise ValueError("the one-pass noise measurement supports networks of Linear and Conv2d layers only")
-    sizes = [n for _, chunk_sizes in chunks for n in chunk_sizes]
+    if not shared_pass_supported(model):
+        raise ValueError("the shared-pass noise measurement supports networks of Linear and Conv2d layers only")
+    sizes = [int(g.size) for groups in passes for g in groups]
     total_rows = float(sum(sizes))
     row_sums: dict[torch.nn.Parameter, torch.Tensor] = {}  # sum over the batch's rows of each row's gradient
     group_sq: list[float] = []  # per group: |sum over its rows|^2
     stats: dict[str, float] = {}
-    for loss, chunk_sizes in chunks:
+    for groups in passes:
+        chunk_sizes = [int(g.size) for g in groups]
         chunk_rows = float(sum(chunk_sizes))
-        taps, deltas, chunk_stats = _chunk_backward(model, loss)
+        taps, deltas, chunk_stats = _pass_backward(model, loss, np.concatenate(groups))
         for key, value in chunk_stats.items():
             stats[key] = stats.get(key, 0.0) + chunk_rows / total_rows * value
         with torch.no_grad():
             # The chunk's loss is a mean over its rows: scale its gradients back to sums.
             deltas = [chunk_rows * d for d in deltas]
             group_sq.extend(_group_sums_into(row_sums, taps, deltas, chunk_sizes, gram_layers))
-    out = GroupedGradient(sizes=sizes, stats=stats)
+    out = GradientReport(sizes=sizes, stats=stats)
     with torch.no_grad():
         # |g_j|^2 for group j's mean-loss gradient; |G|^2 for the batch's.
         out.sq_norms["total"] = [sq / n ** 2 for sq, n in zip(group_sq, sizes, strict=True)]
@@ -240,12 +327,12 @@ def one_pass_gradient(model: torch.nn.Module, params: list[torch.nn.Parameter],
     return out
 
 
-def _chunk_backward(model: torch.nn.Module, loss: BatchLoss
-                    ) -> tuple[list[_LayerTap], list[torch.Tensor], dict[str, float]]:
+def _pass_backward(model: torch.nn.Module, loss: RowsLoss, rows: np.ndarray
+                   ) -> tuple[list[_LayerTap], list[torch.Tensor], dict[str, float]]:
     """One forward pass with the layers tapped; the gradients of the loss reaching their outputs."""
     taps = [_LayerTap(m) for m in model.modules() if isinstance(m, MEASURED_LAYERS)]
     try:
-        policy_loss, value_loss, stats = loss()
+        policy_loss, value_loss, stats = loss(rows)
     finally:
         for tap in taps:
             tap.handle.remove()

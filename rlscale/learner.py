@@ -1,64 +1,30 @@
-"""What A2C and PPO learners share: optimizer, noise estimators, the guarded step."""
+"""What A2C and PPO learners share: device and precision, the optimizer, the guarded step.
+
+A learner's ``update(batch, lr)`` reads top to bottom: targets, the loss (a
+plain method over a set of batch rows), ``gradients.backward`` (the gradient
+in ``p.grad`` and, when measuring, the env groups' norms), the noise meter,
+then ``step`` (clip, optimizer step; skipped when not finite).
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
-from rlscale import noise
+from rlscale import tags
 from rlscale.config import Config
-from rlscale.gradients import (
-    GroupedGradient,
-    GroupLoss,
-    grouped_gradient,
-    one_pass_gradient,
-    one_pass_supported,
-)
+from rlscale.errors import UserError
+from rlscale.gradients import GradientReport, GradientRoute, env_groups
+from rlscale.noise import NoiseMeter
 from rlscale.optim import make_optimizer, set_lr
-
-PARTS = ("total", "policy", "value")
-GRAM_MIN_WEIGHTS = 100_000  # the Nature CNN's 3136x512 layer; small layers are cheaper the plain way
-# On CPU, forward/backward passes of ~80-160 rows ran fastest per row (cache-sized; measured
-# on the Nature CNN, docs/performance.md), so larger batches are split into passes this big.
-CPU_CHUNK_ROWS = 128
-ONE_PASS_MAX_GROUP_ROWS = 32  # see Learner.gradient
-
-
-def pass_count(rows: int, chunk_rows: int) -> int:
-    """Forward/backward passes for ``rows`` rows in passes of about ``chunk_rows`` (0: one pass)."""
-    return max(1, round(rows / chunk_rows)) if chunk_rows > 0 else 1
-
-
-def row_chunks(sizes: list[int], chunk_rows: int) -> list[list[int]]:
-    """Consecutive items (groups of rows, or single rows) packed into passes of about ``chunk_rows`` rows.
-
-    Returns the item indices of each pass; an item larger than ``chunk_rows`` gets a pass of its own.
-    """
-    total = sum(sizes)
-    n_chunks = pass_count(total, chunk_rows)
-    target = total / n_chunks
-    chunks: list[list[int]] = [[] for _ in range(n_chunks)]
-    start = 0
-    for i, size in enumerate(sizes):
-        # Each item goes to the pass its middle row falls in, so passes stay near the target.
-        chunks[min(n_chunks - 1, int((start + size / 2) // target))].append(i)
-        start += size
-    return [c for c in chunks if c]
-
-
-def env_groups(n_envs: int, k: int) -> list[np.ndarray]:
-    """Column indices of k groups of whole environments (sizes differ by at most one)."""
-    return [cols for cols in np.array_split(np.arange(n_envs), min(k, n_envs)) if cols.size]
+from rlscale.rollout import Batch
 
 
 def resolve_device(name: str) -> torch.device:
     """auto -> cuda when this process sees a GPU, else cpu."""
-    from rlscale.errors import UserError
-
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
@@ -69,36 +35,27 @@ def resolve_device(name: str) -> torch.device:
 
 
 class Learner:
-    """Holds the model, the optimizer and one noise-scale EMA per loss part."""
+    """Holds the model, the optimizer and the noise meter; subclasses define the loss and update."""
 
     def __init__(self, model: torch.nn.Module, cfg: Config) -> None:
         self.cfg = cfg
-        # Convolutions run faster with channels-last tensors here (scripts/bench_network.py);
-        # conversion happens before the optimizer sees the parameters.
+        # Convolutions ran faster with channels-last tensors on CPU (benchmarks/bench_network.py);
+        # the conversion happens before the optimizer sees the parameters.
         convolutional = any(isinstance(m, torch.nn.Conv2d) for m in model.modules())
         self.channels_last = cfg.run.channels_last and convolutional
         self.model = model.to(memory_format=torch.channels_last) if self.channels_last else model
         self.device = next(model.parameters()).device  # batches are moved here
+        self.bf16 = cfg.run.learner_precision == "bf16"
         self.params = [p for p in model.parameters() if p.requires_grad]
-        # Large fully connected layers get their per-group norms from Gram matrices (gradients.py).
-        self.gram_layers = [m for m in model.modules()
-                            if isinstance(m, torch.nn.Linear) and m.weight.numel() >= GRAM_MIN_WEIGHTS]
+        self.route = GradientRoute.for_model(self.model, self.device, cfg.run.learner_chunk_rows)
         a = cfg.agent
         self.optimizer = make_optimizer(a.optimizer, self.params, a.lr, a.rms_alpha, a.optim_eps)
-        self.noise = {part: noise.NoiseScaleEMA(cfg.noise.noise_horizon) for part in PARTS}
+        self.noise = NoiseMeter(cfg.noise.noise_horizon)
         self.updates = 0  # optimizer steps taken
         self.skipped_updates = 0
         self.skipped_in_a_row = 0
-        # Fresh observations trained on since each part's EMA last took a sample,
-        # so the horizon stays in observations when only some steps are measured.
-        self.pending_observations = {part: 0.0 for part in PARTS}
-        self.lr = a.lr  # the controller's learning rate; a schedule may scale it (PPO)
-        # Measure the groups of a pass together (one forward/backward per pass, gradients split
-        # by group afterwards) where every layer allows it; otherwise one pass per group.
-        self.one_pass = one_pass_supported(self.model)
-        chunk = cfg.run.learner_chunk_rows
-        self.chunk_rows = chunk if chunk > 0 else (
-            CPU_CHUNK_ROWS if convolutional and self.device.type == "cpu" else 0)
+
+    # ------------------------------------------------------------------ the network
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Logits and values in fp32, the network run in the configured precision.
@@ -106,10 +63,9 @@ class Learner:
         With bf16 autocast the convolutions and matmuls run in bfloat16 while the
         parameters, their gradients, the losses and the noise-scale norms stay fp32.
         """
-        bf16 = self.cfg.run.learner_precision == "bf16"
         if self.channels_last and obs.dim() == 4:
             obs = obs.contiguous(memory_format=torch.channels_last)
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bf16):
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             logits, value = self.model(obs)
         return logits.float(), value.float()
 
@@ -117,129 +73,72 @@ class Learner:
         """A [n_steps, n_envs, ...] batch array as flat rows on the learner's device (row = step * n_envs + env)."""
         return torch.from_numpy(np.ascontiguousarray(x)).to(self.device).flatten(0, 1)
 
+    def index(self, rows: np.ndarray) -> torch.Tensor:
+        """Row indices as a tensor on the learner's device."""
+        return torch.from_numpy(rows).to(self.device)
+
+    # ------------------------------------------------------------------ measuring
+
     def env_group_rows(self, rows: np.ndarray, n_envs: int) -> list[np.ndarray]:
-        """``rows`` (flat row indices) split into the noise estimator's groups of whole environments."""
+        """``rows`` (flat row indices) split into the noise estimator's env groups (a row's env is row % n_envs)."""
         return [rows[np.isin(rows % n_envs, cols)] for cols in env_groups(n_envs, self.cfg.noise.noise_groups)]
-
-    def gradient(self, rows_loss: Callable[[np.ndarray], GroupLoss], groups: list[np.ndarray],
-                 measure: bool, parts: bool) -> GroupedGradient:
-        """The batch's mean-loss gradient in ``p.grad``; with ``measure``, per-group norms too.
-
-        ``rows_loss(rows)`` is the mean loss over those rows of the batch;
-        ``groups`` partition the batch's rows into groups of whole environments
-        (empty ones are dropped; fewer than two groups cannot be measured).
-        """
-        groups = [g for g in groups if g.size]
-        if not measure or len(groups) < 2:
-            rows = np.concatenate(groups)
-            passes = np.array_split(rows, pass_count(rows.size, self.chunk_rows))
-            return grouped_gradient(self.params, [rows_loss(p) for p in passes], [p.size for p in passes],
-                                    measure=False, parts=False)
-        passes = [[groups[i] for i in chunk] for chunk in row_chunks([g.size for g in groups], self.chunk_rows)]
-        # Measured (scripts/bench_noise.py, docs/results.md): measuring the groups of a pass
-        # together beats a pass per group only for the total and small groups, where each
-        # small pass re-reads every weight; the policy/value split and groups of 80 rows or
-        # more ran faster with autograd's own per-group backward passes.
-        small_groups = np.mean([g.size for g in groups]) <= ONE_PASS_MAX_GROUP_ROWS
-        if self.one_pass and not parts and small_groups and any(len(p) > 1 for p in passes):
-            return one_pass_gradient(
-                self.model, self.params,
-                [(rows_loss(np.concatenate(p)), [g.size for g in p]) for p in passes], self.gram_layers)
-        return grouped_gradient(self.params, [rows_loss(g) for g in groups], [g.size for g in groups],
-                                measure=True, parts=parts, gram_layers=self.gram_layers)
-
-    def examples(self, batch_size: int) -> int:
-        """Observations the optimizer consumes for one batch (PPO reuses each n_epochs times)."""
-        return batch_size
-
-    def update(self, batch, progress: float) -> dict[str, float]:
-        """One learner update on a batch; ``progress`` is the run's fraction done (for schedules)."""
-        raise NotImplementedError
-
-    def lr_scale(self, progress: float) -> float:
-        """Factor on the learning rate at this fraction of the budget (linear annealing)."""
-        return 1.0 - progress if self.cfg.agent.anneal_lr else 1.0
-
-    @property
-    def lr_in_use(self) -> float:
-        """The learning rate of the last step (annealed, controller-scaled); the optimizer's own before one."""
-        return float(self.optimizer.param_groups[0]["lr"])
 
     def measure_parts_now(self) -> bool:
         every = self.cfg.noise.noise_parts_every
         return self.cfg.noise.measure_noise and every > 0 and self.updates % every == 0
 
-    def apply(self, grad: GroupedGradient, observations: float, lr_scale: float = 1.0) -> dict[str, float]:
-        """Record the noise estimates, clip, and step — unless the gradient is not finite.
-
-        ``observations``: fresh observations this step accounts for (0 when it reuses data).
-        """
-        metrics: dict[str, float] = {f"train/{k}": v for k, v in grad.stats.items()}
-        grad_norm = math.sqrt(grad.big_sq_norms["total"]) if grad.finite else float("nan")
-        metrics["train/grad_norm"] = grad_norm
+    def record_noise(self, grad: GradientReport, observations: float) -> dict[str, float]:
+        """Feed a finite gradient's group norms to the noise meter; ``observations``: fresh ones (0 on reuse)."""
         if not grad.finite:
-            # Never apply a non-finite step; the caller decides when too many in a row is fatal.
+            return {}
+        self.noise.observe(observations)
+        metrics: dict[str, float] = {}
+        for part, norms in grad.sq_norms.items():
+            if norms:
+                metrics.update(self.noise.record(part, norms, grad.sizes, grad.big_sq_norms[part]))
+        return metrics
+
+    # ------------------------------------------------------------------ the step
+
+    def step(self, grad: GradientReport, lr: float) -> dict[str, float]:
+        """Clip and take one optimizer step at ``lr`` — unless the gradient is not finite."""
+        metrics: dict[str, float] = {tags.loss_stat(k): v for k, v in grad.stats.items()}
+        metrics[tags.GRAD_NORM] = math.sqrt(grad.big_sq_norms["total"]) if grad.finite else math.nan
+        if not grad.finite:
+            # Never apply a non-finite step; the training loop decides when too many in a row is fatal.
             self.optimizer.zero_grad(set_to_none=True)
             self.skipped_updates += 1
             self.skipped_in_a_row += 1
-            metrics["train/skipped_updates"] = float(self.skipped_updates)
+            metrics[tags.SKIPPED_UPDATES] = float(self.skipped_updates)
             return metrics
         self.skipped_in_a_row = 0
-        for part in PARTS:
-            self.pending_observations[part] += observations
-        for part, norms in grad.sq_norms.items():
-            if not norms or self.pending_observations[part] <= 0:
-                continue
-            sample = noise.estimate(norms, grad.sizes, grad.big_sq_norms[part])
-            self.noise[part].update(sample, self.pending_observations[part])
-            self.pending_observations[part] = 0.0
-            metrics[f"noise/raw_grad_sq_{part}"] = sample.grad_sq
-            metrics[f"noise/raw_trace_sigma_{part}"] = sample.trace_sigma
         if self.cfg.agent.max_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.params, self.cfg.agent.max_grad_norm)
-        set_lr(self.optimizer, self.lr * lr_scale)
+        set_lr(self.optimizer, lr)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.updates += 1
-        metrics["train/lr"] = self.lr * lr_scale
-        metrics["train/skipped_updates"] = float(self.skipped_updates)
-        metrics.update(self.noise_metrics())
+        metrics[tags.SKIPPED_UPDATES] = float(self.skipped_updates)
         return metrics
 
-    def b_simple(self, part: str) -> float | None:
-        return self.noise[part].b_simple
+    def update(self, batch: Batch, lr: float | None = None) -> dict[str, float]:
+        """One learner update on a batch at learning rate ``lr`` (None: the configured one)."""
+        raise NotImplementedError
 
-    def noise_metrics(self) -> dict[str, float]:
-        out: dict[str, float] = {}
-        if not self.cfg.noise.measure_noise:
-            return out
-        for part, ema in self.noise.items():
-            for name, value in (("b_simple", ema.b_simple), ("grad_sq", ema.grad_sq),
-                                ("trace_sigma", ema.trace_sigma)):
-                if value is not None:
-                    out[f"noise/{name}_{part}"] = value
-        signal = self.cfg.control.signal
-        for name in ("b_simple", "grad_sq", "trace_sigma"):
-            if f"noise/{name}_{signal}" in out:
-                out[f"noise/{name}"] = out[f"noise/{name}_{signal}"]
-        return out
+    # ------------------------------------------------------------------ state
 
     def state_dict(self) -> dict[str, Any]:
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "noise": {part: ema.state_dict() for part, ema in self.noise.items()},
+            "noise": self.noise.state_dict(),
             "updates": self.updates,
             "skipped_updates": self.skipped_updates,
-            "pending_observations": dict(self.pending_observations),
-            "lr": self.lr,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.noise = {part: noise.NoiseScaleEMA.from_state_dict(s) for part, s in state["noise"].items()}
+        self.noise.load_state_dict(state["noise"])
         self.updates = int(state["updates"])
         self.skipped_updates = int(state["skipped_updates"])
-        self.pending_observations = {k: float(v) for k, v in state["pending_observations"].items()}
-        self.lr = float(state["lr"])

@@ -6,9 +6,11 @@ The x-axis of every scalar is agent steps (one env step of one environment).
 from __future__ import annotations
 
 import time
-from collections import deque
 
 from torch.utils.tensorboard import SummaryWriter
+
+from rlscale import tags
+from rlscale.goals import GoalWindow
 
 
 def _fmt(value: float | None, spec: str = ",.0f") -> str:
@@ -32,11 +34,10 @@ class StepRate:
 
 
 class RunLogger:
-    def __init__(self, run_dir: str, purge_step: int | None = None, window: int = 20) -> None:
+    def __init__(self, run_dir: str, purge_step: int | None = None) -> None:
         # purge_step drops events a killed run wrote after its last checkpoint,
         # so a resumed run has no duplicate points.
         self.writer = SummaryWriter(run_dir, purge_step=purge_step, flush_secs=10)
-        self.returns: deque[float] = deque(maxlen=window)
         self.last_print = 0.0
 
     def scalars(self, metrics: dict[str, float], step: int) -> None:
@@ -44,15 +45,10 @@ class RunLogger:
             self.writer.add_scalar(key, value, step)
 
     def episode(self, episode_return: float, length: int, step: int) -> None:
-        self.returns.append(episode_return)
-        self.writer.add_scalar("rollout/episode_return", episode_return, step)
-        self.writer.add_scalar("rollout/episode_length", length, step)
+        self.writer.add_scalar(tags.EPISODE_RETURN, episode_return, step)
+        self.writer.add_scalar(tags.EPISODE_LENGTH, length, step)
 
-    @property
-    def mean_return(self) -> float | None:
-        return sum(self.returns) / len(self.returns) if self.returns else None
-
-    def progress(self, step: int, total: int, steps_per_s: float, n_envs: int,
+    def progress(self, step: int, total: int, steps_per_s: float, window: GoalWindow, n_envs: int,
                  signal: float | None, signal_name: str, lr: float, force: bool = False,
                  interval: float = 10.0, starting_envs: int = 0) -> bool:
         """Print a progress line if ``interval`` seconds passed; True when it printed."""
@@ -60,10 +56,9 @@ class RunLogger:
         if not force and now - self.last_print < interval:
             return False
         self.last_print = now
-        mean = self.mean_return
         print(
             f"[{min(100.0, 100 * step / total):5.1f}%] steps {step:,}  {steps_per_s:,.0f}/s  "
-            f"return {_fmt(mean, '.1f')} (last {len(self.returns)})  "
+            f"return {_fmt(window.mean, '.1f')} (last {len(window.returns)})  "
             f"B_simple[{signal_name}] {_fmt(signal)}  n_envs {n_envs}"
             + (f" (+{starting_envs} starting)" if starting_envs else "") + f"  lr {lr:.2e}",
             flush=True,

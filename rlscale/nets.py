@@ -1,4 +1,4 @@
-"""Actor-critic networks: the Nature CNN for Atari frames, an MLP for vectors."""
+"""Actor-critic networks: the Nature CNN for Atari frames, MinAtar's network, an MLP for vectors."""
 
 from __future__ import annotations
 
@@ -53,6 +53,33 @@ def nature_cnn(in_channels: int) -> nn.Sequential:
     )
 
 
+def minatar_cnn(in_channels: int) -> nn.Sequential:
+    """Young & Tian 2019: one 3x3 convolution with 16 channels, a 128-unit layer (10x10xC grids).
+
+    MinAtar's observations are channels-last (10, 10, C): the network moves the
+    channels first itself, so the environments and the batch keep them as they come.
+    """
+    g = math.sqrt(2)
+    return nn.Sequential(
+        ChannelsFirst(),
+        _init(nn.Conv2d(in_channels, 16, 3, stride=1), g), nn.ReLU(),
+        nn.Flatten(),
+        _init(nn.Linear(16 * 8 * 8, 128), g), nn.ReLU(),
+    )
+
+
+class ChannelsFirst(nn.Module):
+    """[N, H, W, C] -> [N, C, H, W]."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.permute(0, 3, 1, 2)
+
+
+def is_minatar(shape: tuple[int, ...]) -> bool:
+    """MinAtar's 10x10 grids with one channel per object kind."""
+    return len(shape) == 3 and shape[:2] == (10, 10)
+
+
 def mlp(inputs: int, hidden: int) -> nn.Sequential:
     """Two tanh layers, as CleanRL and SB3 use for classic control."""
     g = math.sqrt(2)
@@ -65,7 +92,11 @@ def mlp(inputs: int, hidden: int) -> nn.Sequential:
 
 def build_network(spec: EnvSpec, kind: str, mlp_hidden: int) -> ActorCritic:
     if kind == "auto":
-        kind = "nature_cnn" if spec.is_image else "mlp"
+        kind = "minatar_cnn" if is_minatar(spec.obs_shape) else "nature_cnn" if spec.is_image else "mlp"
+    if kind == "minatar_cnn":
+        if not is_minatar(spec.obs_shape):
+            raise ValueError(f"the MinAtar network needs 10x10xC grids, got {spec.obs_shape}")
+        return ActorCritic(minatar_cnn(spec.obs_shape[2]), 128, spec.n_actions, 1.0)
     if kind == "nature_cnn":
         if spec.obs_shape[1:] != (84, 84):
             raise ValueError(f"the Nature CNN needs 84x84 frames, got {spec.obs_shape}")

@@ -14,6 +14,9 @@ per-update estimates of |G|^2 and tr(Sigma). Their ratio is biased and a single
 |G|^2 estimate is often negative, so each is smoothed by its own
 bias-corrected exponential moving average and B_simple is the ratio of the two
 averages, reported only when the |G|^2 average is positive.
+
+``NoiseMeter`` keeps one such average per loss part (total, policy, value)
+and names their TensorBoard tags; learners feed it per optimizer step.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+
+from rlscale import tags
 
 
 @dataclass(frozen=True)
@@ -111,3 +116,59 @@ class NoiseScaleEMA:
     @classmethod
     def from_state_dict(cls, state: dict[str, float]) -> NoiseScaleEMA:
         return cls(**state)
+
+
+class NoiseMeter:
+    """One ``NoiseScaleEMA`` per loss part, with the horizon kept in fresh observations.
+
+    Not every optimizer step is measured (PPO's later epochs reuse data; the
+    policy/value split is measured every few updates), so each part counts the
+    fresh observations trained on since it last took a sample and gives that
+    sample that weight: the horizon stays in training observations.
+    """
+
+    def __init__(self, horizon: float, parts: Sequence[str] = tags.PARTS) -> None:
+        self.emas = {part: NoiseScaleEMA(horizon) for part in parts}
+        self.pending = {part: 0.0 for part in parts}  # fresh observations since each part's last sample
+
+    def observe(self, observations: float) -> None:
+        """Fresh observations of one optimizer step (0 when it reuses data)."""
+        for part in self.pending:
+            self.pending[part] += observations
+
+    def record(self, part: str, group_sq_norms: Sequence[float], group_sizes: Sequence[float],
+               big_sq_norm: float) -> dict[str, float]:
+        """One measured step of ``part``; returns its raw estimates as TensorBoard scalars."""
+        return self.record_sample(part, estimate(group_sq_norms, group_sizes, big_sq_norm))
+
+    def record_sample(self, part: str, sample: NoiseSample) -> dict[str, float]:
+        """``record`` for a sample estimated elsewhere (RLlib's learner estimates it remotely)."""
+        if self.pending[part] > 0:  # a step on reused data adds no information
+            self.emas[part].update(sample, self.pending[part])
+            self.pending[part] = 0.0
+        return {tags.noise("raw_grad_sq", part): sample.grad_sq,
+                tags.noise("raw_trace_sigma", part): sample.trace_sigma}
+
+    def b_simple(self, part: str) -> float | None:
+        ema = self.emas.get(part)
+        return None if ema is None else ema.b_simple
+
+    def metrics(self, signal: str | None = None) -> dict[str, float]:
+        """The averages of every part; those of ``signal`` also under the part-less tags."""
+        out: dict[str, float] = {}
+        for part, ema in self.emas.items():
+            for quantity, value in (("b_simple", ema.b_simple), ("grad_sq", ema.grad_sq),
+                                    ("trace_sigma", ema.trace_sigma)):
+                if value is not None:
+                    out[tags.noise(quantity, part)] = value
+                    if part == signal:
+                        out[tags.noise(quantity)] = value
+        return out
+
+    def state_dict(self) -> dict[str, dict[str, float]]:
+        return {"emas": {part: ema.state_dict() for part, ema in self.emas.items()},
+                "pending": dict(self.pending)}
+
+    def load_state_dict(self, state: dict[str, dict]) -> None:
+        self.emas = {part: NoiseScaleEMA.from_state_dict(s) for part, s in state["emas"].items()}
+        self.pending = {part: float(v) for part, v in state["pending"].items()}

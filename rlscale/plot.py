@@ -1,7 +1,7 @@
 """``python -m rlscale.plot <run dir>``: one PNG of a run for people who would rather look.
 
-Four panels against agent steps: episode return (and its mean over 20
-episodes), the noise scales (total, policy, value; log scale), the number of
+Four panels against agent steps: episode return (and its mean over the goal
+window of 20 episodes), the noise scales (total, policy, value; log scale), the number of
 environments, the learning rate. Gaps in a noise-scale line are stretches where
 it was undefined (its |G|^2 average was not positive).
 """
@@ -11,10 +11,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from rlscale import tags
 from rlscale.cli import Parser
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.events import break_gaps, read_scalars
-from rlscale.goals import rolling_mean
+from rlscale.goals import GOAL_WINDOW, rolling_mean
 
 
 def plot_run(run_dir: Path, out: Path, title: str | None = None) -> Path:
@@ -27,32 +28,31 @@ def plot_run(run_dir: Path, out: Path, title: str | None = None) -> Path:
     fig, axes = plt.subplots(4, 1, figsize=(9, 11), sharex=True,
                              gridspec_kw={"height_ratios": [3, 3, 1.5, 1.5]})
     ax = axes[0]
-    if "rollout/episode_return" in data:
-        steps, values = data["rollout/episode_return"]
+    if tags.EPISODE_RETURN in data:
+        steps, values = data[tags.EPISODE_RETURN]
         ax.plot(steps, values, ".", ms=2, alpha=0.3, color="tab:gray", label="episode")
-        ax.plot(steps, rolling_mean(values, 20), color="tab:blue", label="mean of last 20")
+        ax.plot(steps, rolling_mean(values), color="tab:blue", label=f"mean of last {GOAL_WINDOW}")
         ax.legend(loc="lower right")
     ax.set_ylabel("episode return")
     ax = axes[1]
     for part, color in (("total", "tab:blue"), ("policy", "tab:red"), ("value", "tab:green")):
-        tag = f"noise/b_simple_{part}"
+        tag = tags.noise("b_simple", part)
         if tag in data:
             ax.plot(*break_gaps(*data[tag]), color=color, label=f"B_simple {part}")
     # The noise scale compares with the batch of one optimizer step (PPO: a minibatch).
-    batch_tag = "batch/optimizer_batch" if "batch/optimizer_batch" in data else "batch/size"
-    if batch_tag in data:
-        ax.plot(*data[batch_tag], color="black", ls="--", label="optimizer batch (observations)")
+    if tags.OPTIMIZER_BATCH in data:
+        ax.plot(*data[tags.OPTIMIZER_BATCH], color="black", ls="--", label="optimizer batch (observations)")
     ax.set_yscale("log")
     ax.set_ylabel("observations")
     ax.legend(loc="upper left", fontsize=8)
     ax = axes[2]
-    if "batch/n_envs" in data:
-        ax.plot(*data["batch/n_envs"], color="black")
-        ax.set_ylim(0, 1.15 * data["batch/n_envs"][1].max())  # a constant count reads as itself
+    if tags.N_ENVS in data:
+        ax.plot(*data[tags.N_ENVS], color="black")
+        ax.set_ylim(0, 1.15 * data[tags.N_ENVS][1].max())  # a constant count reads as itself
     ax.set_ylabel("environments")
     ax = axes[3]
-    if "train/lr" in data:
-        ax.plot(*data["train/lr"], color="tab:purple")
+    if tags.LR in data:
+        ax.plot(*data[tags.LR], color="tab:purple")
     ax.set_ylabel("learning rate")
     axes[-1].set_xlabel("agent steps")
     fig.suptitle(title or str(run_dir))

@@ -11,10 +11,13 @@ the groups are independent; the minibatch is the optimizer batch.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from rlscale import tags
+from rlscale.gradients import LossParts, backward
 from rlscale.learner import Learner
 from rlscale.rollout import Batch
 
@@ -44,60 +47,72 @@ def explained_variance(predicted: np.ndarray, target: np.ndarray) -> float:
     return float("nan") if var == 0 else float(1 - np.var(target - predicted) / var)
 
 
+@dataclass
+class PPORows:
+    """The batch as flat rows on the learner's device."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    returns: torch.Tensor
+    advantages: torch.Tensor
+    old_logprobs: torch.Tensor
+    old_values: torch.Tensor
+
+
 class PPOLearner(Learner):
-    def examples(self, batch_size: int) -> int:
-        return batch_size * self.cfg.agent.n_epochs
+    def loss(self, data: PPORows, adv_mean: float, adv_std: float, rows: np.ndarray) -> LossParts:
+        """Mean clipped policy part (with the entropy bonus) and value part over ``rows``.
 
-    def update(self, batch: Batch, progress: float = 0.0) -> dict[str, float]:
+        ``adv_mean``, ``adv_std``: the minibatch's advantage statistics, computed
+        before it is split into env groups, so every group normalises alike.
+        """
         a = self.cfg.agent
+        idx = self.index(rows)
+        logits, value = self.forward(data.obs[idx])
+        dist = torch.distributions.Categorical(logits=logits)
+        logratio = dist.log_prob(data.actions[idx]) - data.old_logprobs[idx]
+        ratio = logratio.exp()
+        adv = data.advantages[idx]
+        if a.norm_adv:
+            adv = (adv - adv_mean) / (adv_std + 1e-8)
+        pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - a.clip_coef, 1 + a.clip_coef)).mean()
+        returns, old_values = data.returns[idx], data.old_values[idx]
+        value_loss = (value - returns).pow(2)
+        if a.clip_value_loss:
+            clipped = old_values + (value - old_values).clamp(-a.clip_coef, a.clip_coef)
+            value_loss = torch.max(value_loss, (clipped - returns).pow(2))
+        value_loss = 0.5 * value_loss.mean()
+        entropy = dist.entropy().mean()
+        with torch.no_grad():
+            stats = {"policy_loss": pg_loss, "value_loss": value_loss, "entropy": entropy,
+                     "approx_kl": ((ratio - 1) - logratio).mean(),  # CleanRL's low-variance k3
+                     "clipfrac": ((ratio - 1).abs() > a.clip_coef).float().mean()}
+        return pg_loss - a.ent_coef * entropy, a.vf_coef * value_loss, stats
+
+    def update(self, batch: Batch, lr: float | None = None) -> dict[str, float]:
+        a = self.cfg.agent
+        lr = a.lr if lr is None else lr
         # 1. Targets: GAE advantages and returns, from the acting policy's values.
-        advantages_np = gae_advantages(batch, a.gamma, a.gae_lambda)
-        returns_np = advantages_np + batch.values
-        dev = self.device
-        obs, actions = self.rows(batch.obs), self.rows(batch.actions)
-        old_logprobs, old_values = self.rows(batch.logprobs), self.rows(batch.values)
-        advantages, returns = self.rows(advantages_np), self.rows(returns_np)
-        lr_scale = self.lr_scale(progress)
+        advantages = gae_advantages(batch, a.gamma, a.gae_lambda)
+        returns = advantages + batch.values
+        data = PPORows(self.rows(batch.obs), self.rows(batch.actions), self.rows(returns),
+                       self.rows(advantages), self.rows(batch.logprobs), self.rows(batch.values))
 
-        # 2. Loss of a set of rows (a minibatch, or one group of it).
-        def rows_loss(rows: np.ndarray, adv_mean: float, adv_std: float):
-            def loss():
-                idx = torch.from_numpy(rows).to(dev)
-                logits, value = self.forward(obs[idx])
-                dist = torch.distributions.Categorical(logits=logits)
-                logratio = dist.log_prob(actions[idx]) - old_logprobs[idx]
-                ratio = logratio.exp()
-                adv = advantages[idx]
-                if a.norm_adv:  # per-minibatch statistics, computed before grouping
-                    adv = (adv - adv_mean) / (adv_std + 1e-8)
-                pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - a.clip_coef, 1 + a.clip_coef)).mean()
-                value_loss = (value - returns[idx]).pow(2)
-                if a.clip_value_loss:
-                    clipped = old_values[idx] + (value - old_values[idx]).clamp(-a.clip_coef, a.clip_coef)
-                    value_loss = torch.max(value_loss, (clipped - returns[idx]).pow(2))
-                value_loss = 0.5 * value_loss.mean()
-                entropy = dist.entropy().mean()
-                with torch.no_grad():
-                    stats = {"policy_loss": pg_loss, "value_loss": value_loss, "entropy": entropy,
-                             "approx_kl": ((ratio - 1) - logratio).mean(),  # CleanRL's low-variance k3
-                             "clipfrac": ((ratio - 1).abs() > a.clip_coef).float().mean()}
-                return pg_loss - a.ent_coef * entropy, a.vf_coef * value_loss, stats
-            return loss
-
-        # 3. Gradient: per group of environments in the first epoch's minibatches.
+        # 2. Gradient of each minibatch's loss; per env group in the first epoch's minibatches.
         measure = self.cfg.noise.measure_noise
         metrics: dict[str, float] = {}
         generator = np.random.default_rng(self.updates)
         for epoch in range(a.n_epochs):
             for mb in np.array_split(generator.permutation(batch.size), a.n_minibatches):
-                adv_mb = advantages[torch.from_numpy(mb).to(dev)]
-                mean, std = float(adv_mb.mean()), float(adv_mb.std())
+                adv_mb = data.advantages[self.index(mb)]
+                loss = functools.partial(self.loss, data, float(adv_mb.mean()), float(adv_mb.std()))
                 measuring = measure and epoch == 0
                 groups = self.env_group_rows(mb, batch.n_envs) if measuring else [mb]
-                grad = self.gradient(functools.partial(rows_loss, adv_mean=mean, adv_std=std), groups,
-                                     measure=measuring, parts=measuring and self.measure_parts_now())
+                grad = backward(self.model, self.route, loss, groups,
+                                measure=measuring, parts=measuring and self.measure_parts_now())
 
-                # 4. Clip and step (skipped, and counted, when not finite).
-                metrics = self.apply(grad, mb.size if epoch == 0 else 0.0, lr_scale)
-        metrics["train/explained_variance"] = explained_variance(batch.values.ravel(), returns_np.ravel())
+                # 3. Noise scale, clip and step (skipped, and counted, when not finite).
+                metrics = self.record_noise(grad, mb.size if epoch == 0 else 0.0)
+                metrics |= self.step(grad, lr)
+        metrics[tags.EXPLAINED_VARIANCE] = explained_variance(batch.values.ravel(), returns.ravel())
         return metrics

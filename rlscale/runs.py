@@ -16,13 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
+from rlscale import tags
+from rlscale.checkpoint import CONFIG_FILE, SUMMARY_FILE
 from rlscale.config import Config, load_saved
 from rlscale.errors import UserError
 from rlscale.events import read_scalars
-from rlscale.goals import first_crossing, smoothed_returns, value_at
-
-RETURN_TAG = "rollout/episode_return"
-GOAL_WINDOW = 20  # episodes the return is averaged over before a goal counts (as in training)
+from rlscale.goals import GOAL_WINDOW, first_crossing, smoothed_returns, value_at
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ class RunRecord:
         return self.path.name
 
     def returns(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.scalars.get(RETURN_TAG, (np.zeros(0), np.zeros(0)))
+        return self.scalars.get(tags.EPISODE_RETURN, (np.zeros(0), np.zeros(0)))
 
     def final_return(self) -> float | None:
         _, values = self.returns()
@@ -53,7 +52,7 @@ class RunRecord:
 
     def best_return(self) -> float | None:
         _, values = self.returns()
-        smooth = smoothed_returns(values, GOAL_WINDOW)
+        smooth = smoothed_returns(values)
         return float(np.nanmax(smooth)) if np.isfinite(smooth).any() else None
 
     def agent_steps(self) -> int:
@@ -61,44 +60,30 @@ class RunRecord:
         return int(max(steps)) if steps else 0
 
     def wall_seconds(self) -> float | None:
-        if "perf/wall_seconds" in self.scalars:
-            return float(self.scalars["perf/wall_seconds"][1][-1])
-        return float(self.summary["wall_seconds"]) if self.summary else None
+        """Training time of the run so far; None before its first update."""
+        curve = self.wall_curve()
+        return float(curve[1][-1]) if curve is not None and curve[1].size else None
 
     def wall_curve(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """(agent steps, training seconds so far), or None when the run cannot tell.
-
-        Runs from before the ``perf/wall_seconds`` tag existed are rebuilt from
-        their per-update rollout and learner seconds (which leave out resizes and
-        logging, a few percent).
-        """
-        if "perf/wall_seconds" in self.scalars:
-            return self.scalars["perf/wall_seconds"]
-        if {"perf/rollout_seconds", "perf/learner_seconds"} <= self.scalars.keys():
-            steps, rollout = self.scalars["perf/rollout_seconds"]
-            learner_steps, learner = self.scalars["perf/learner_seconds"]
-            if np.array_equal(steps, learner_steps):
-                return steps, np.cumsum(rollout + learner)
-        return None
+        """(agent steps, training seconds so far), or None before the first update."""
+        return self.scalars.get(tags.WALL_SECONDS)
 
     def goal(self, goal: float) -> GoalHit | None:
         steps, values = self.returns()
-        at = first_crossing(steps, values, goal, GOAL_WINDOW)
+        at = first_crossing(steps, values, goal)
         if at is None:
             return None
-        return GoalHit(at, self.counter_at("train/updates", at), self.counter_at("train/examples", at),
-                       self._wall_at(goal, at))
+        return GoalHit(at, self.counter_at(tags.UPDATES, at), self.counter_at(tags.EXAMPLES, at),
+                       self._wall_at(at))
 
     def counter_at(self, tag: str, step: float) -> float:
         if tag not in self.scalars:
             raise UserError(f"{self.path}: no '{tag}' scalars; was it written by rlscale.train?")
         return value_at(*self.scalars[tag], step)
 
-    def _wall_at(self, goal: float, step: float) -> float | None:
-        if "perf/wall_seconds" in self.scalars:
-            return value_at(*self.scalars["perf/wall_seconds"], step)
-        hit = (self.summary or {}).get("goals", {}).get(f"{goal:g}")
-        return float(hit["wall_seconds"]) if hit else None
+    def _wall_at(self, step: float) -> float | None:
+        curve = self.wall_curve()
+        return value_at(*curve, step) if curve is not None else None
 
     def mean_noise_scale(self, part: str | None = None, until: float | None = None) -> float | None:
         """B_simple (the controller's signal, or one part) averaged over training up to a step.
@@ -110,7 +95,7 @@ class RunRecord:
         the estimate also spikes) make little progress and weigh little. Updates
         where B_simple was undefined are not in the log and do not enter.
         """
-        tag = "noise/b_simple" if part is None else f"noise/b_simple_{part}"
+        tag = tags.noise("b_simple", part)
         if tag not in self.scalars:
             return None
         steps, values = self.scalars[tag]
@@ -119,18 +104,21 @@ class RunRecord:
             steps, values = steps[keep], values[keep]
         if not values.size:
             return None
-        batch_tag = "batch/optimizer_batch" if "batch/optimizer_batch" in self.scalars else "batch/size"
-        batch = np.interp(steps, *self.scalars[batch_tag]) if batch_tag in self.scalars else np.ones_like(values)
+        batch = np.interp(steps, *self.scalars[tags.OPTIMIZER_BATCH])
         weights = 1.0 / (1.0 + values / batch)
         return float(np.sum(weights * values) / np.sum(weights))
 
 
 def load_run(path: Path) -> RunRecord:
-    if not (path / "config.toml").is_file():
-        raise UserError(f"{path} is not a run directory (no config.toml); give directories made by rlscale.train")
-    summary_path = path / "summary.json"
+    if not (path / CONFIG_FILE).is_file():
+        raise UserError(f"{path} is not a run directory (no {CONFIG_FILE}); give directories made by rlscale.train")
+    summary_path = path / SUMMARY_FILE
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
-    return RunRecord(path, load_saved(path / "config.toml"), read_scalars(path), summary)
+    scalars = read_scalars(path)
+    if scalars and tags.OPTIMIZER_BATCH not in scalars:
+        raise UserError(f"{path} was written by an older rlscale (no {tags.OPTIMIZER_BATCH} scalars); "
+                        "report it with the version that wrote it")
+    return RunRecord(path, load_saved(path / CONFIG_FILE), scalars, summary)
 
 
 def find_runs(paths: list[Path]) -> list[Path]:
@@ -139,10 +127,10 @@ def find_runs(paths: list[Path]) -> list[Path]:
     for path in paths:
         if not path.exists():
             raise UserError(f"{path} does not exist")
-        if (path / "config.toml").is_file():
+        if (path / CONFIG_FILE).is_file():
             found.append(path)
         elif path.is_dir():
-            found.extend(sorted(p.parent for p in path.glob("**/config.toml")))
+            found.extend(sorted(p.parent for p in path.glob(f"**/{CONFIG_FILE}")))
     if not found:
         raise UserError(f"no run directories (with config.toml) in {', '.join(map(str, paths))}")
     return found

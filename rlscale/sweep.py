@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlscale.checkpoint import SUMMARY_FILE
 from rlscale.cli import Parser, writable_dir
-from rlscale.config import Config, add_config_flags, build_config, dumps_toml, overrides_from_args
+from rlscale.config import Config, add_config_flags, build_config, dumps_toml, parse_with_config
 from rlscale.env import check_env_id
 from rlscale.errors import UserError, exits_cleanly
 
@@ -34,18 +35,28 @@ SWEEP_FILE = "sweep.json"
 
 @dataclass(frozen=True)
 class Trial:
-    batch_size: int
+    batch_size: int  # the optimizer batch (an adaptive trial's first one)
     lr: float
     seed: int
+    mode: str = "fixed"  # or an adaptive batch control (auto), starting from the preset's env count
 
     @property
     def name(self) -> str:
-        return f"b{self.batch_size}-lr{self.lr:g}-s{self.seed}"
+        prefix = "" if self.mode == "fixed" else f"{self.mode}-"
+        return f"{prefix}b{self.batch_size}-lr{self.lr:g}-s{self.seed}"
 
 
 def trial_config(env: str, agent: str | None, overrides: dict[str, Any], trial: Trial, run_dir: Path) -> Config:
-    """The fixed-batch run of one grid point; raises UserError for batch sizes the agent cannot make."""
+    """The run of one grid point; raises UserError for batch sizes the agent cannot make."""
     base = build_config(env, agent, overrides)
+    common = {"lr": trial.lr, "seed": trial.seed, "serial": True, "learner_threads": 1, "run_dir": str(run_dir)}
+    if "log_interval" not in overrides:
+        common["log_interval"] = 60.0  # Ray Tune shows the trials' progress; keep logs short
+    if "stop_return" not in overrides and base.env.goals:
+        common["stop_return"] = max(base.env.goals)
+    if trial.mode != "fixed":
+        # Same process layout and load as the fixed trials; the preset's start, bounds and cool-down.
+        return build_config(env, agent, {**overrides, **common, "batch": trial.mode})
     per_env = base.observations_per_env
     n_envs = trial.batch_size / per_env
     if n_envs != int(n_envs) or n_envs < 1:
@@ -55,26 +66,20 @@ def trial_config(env: str, agent: str | None, overrides: dict[str, Any], trial: 
         )
     n_envs = int(n_envs)
     trial_overrides = {
-        **overrides,
+        **overrides, **common,
         "n_envs": n_envs, "vector_size": n_envs,  # one vector env; fixed runs never resize
-        "lr": trial.lr, "seed": trial.seed, "batch": "fixed", "serial": True, "learner_threads": 1,
-        "run_dir": str(run_dir),
-        "min_envs": n_envs, "max_envs": n_envs,
+        "batch": "fixed", "min_envs": n_envs, "max_envs": n_envs,
     }
     if n_envs < 2:
         trial_overrides["measure_noise"] = False  # two groups of environments at least
     else:
         trial_overrides["noise_groups"] = min(base.noise.noise_groups, n_envs)
-    if "log_interval" not in overrides:
-        trial_overrides["log_interval"] = 60.0  # Ray Tune shows the trials' progress; keep logs short
-    if "stop_return" not in overrides and base.env.goals:
-        trial_overrides["stop_return"] = max(base.env.goals)
     return build_config(env, agent, trial_overrides)
 
 
 def trial_state(run_dir: Path) -> str:
     """'finished', 'resumable' (checkpoint but not finished) or 'new'."""
-    summary = run_dir / "summary.json"
+    summary = run_dir / SUMMARY_FILE
     if summary.is_file() and json.loads(summary.read_text()).get("finished"):
         return "finished"
     if list((run_dir / "checkpoints").glob("ckpt-*.pt")):
@@ -86,15 +91,12 @@ def _run_trial(params: dict[str, Any], plans: dict[str, tuple[str, bool]]) -> No
     """The Ray Tune trainable: one training run, reporting its headline numbers."""
     from ray import tune
 
-    from rlscale import checkpoint
+    from rlscale import trainer
     from rlscale.config import loads_saved
-    from rlscale.train import run_training
 
     config_text, resume = plans[params["name"]]
     cfg = loads_saved(config_text, params["name"])
-    run_dir = Path(cfg.run.run_dir)
-    state = checkpoint.load(checkpoint.latest(run_dir)) if resume else None
-    code = run_training(cfg, run_dir, state, on_progress=tune.report)
+    code = trainer.run(cfg, Path(cfg.run.run_dir), resume=resume, on_progress=tune.report)
     if code != 0:
         raise RuntimeError(f"trial {params['name']} stopped with exit code {code}")
 
@@ -102,14 +104,16 @@ def _run_trial(params: dict[str, Any], plans: dict[str, tuple[str, bool]]) -> No
 def run_sweep(env: str, agent: str | None, overrides: dict[str, Any], trials: list[tuple[Trial, Config]],
               sweep_dir: Path, address: str, max_concurrent: int | None) -> int:
     """Run the trials (each with its resolved config) that have not finished yet."""
-    import ray
     from ray import tune
+
+    from rlscale.ray_pool import ray_session
 
     writable_dir(sweep_dir, "--sweep-dir")
     planned = [(trial, cfg, trial_state(Path(cfg.run.run_dir))) for trial, cfg in trials]
     (sweep_dir / SWEEP_FILE).write_text(json.dumps({
         "env": env, "agent": agent, "overrides": overrides,
-        "trials": [{"name": t.name, "batch_size": t.batch_size, "lr": t.lr, "seed": t.seed} for t, _ in trials],
+        "trials": [{"name": t.name, "batch_size": t.batch_size, "lr": t.lr, "seed": t.seed, "mode": t.mode}
+                   for t, _ in trials],
     }, indent=2))
     todo = [(t, cfg, state) for t, cfg, state in planned if state != "finished"]
     done = len(planned) - len(todo)
@@ -119,12 +123,7 @@ def run_sweep(env: str, agent: str | None, overrides: dict[str, Any], trials: li
     if not todo:
         print(f"nothing to do; analyse with: python -m rlscale.pareto {sweep_dir}")
         return 0
-    owns_ray = not ray.is_initialized()
-    if owns_ray:
-        from rlscale.rollout import init_ray
-
-        init_ray(address)
-    try:
+    with ray_session(address):
         plans = {t.name: (dumps_toml(cfg), state == "resumable") for t, cfg, state in todo}
         tuner = tune.Tuner(
             tune.with_resources(tune.with_parameters(_run_trial, plans=plans), {"cpu": 1}),
@@ -138,9 +137,6 @@ def run_sweep(env: str, agent: str | None, overrides: dict[str, Any], trials: li
                                       verbose=1),
         )
         results = tuner.fit()
-    finally:
-        if owns_ray:
-            ray.shutdown()
     failed = [r for r in results if r.error is not None]
     print(f"{len(todo) - len(failed)} of {len(todo)} trials finished; analyse with: "
           f"python -m rlscale.pareto {sweep_dir}")
@@ -152,11 +148,14 @@ def run_sweep(env: str, agent: str | None, overrides: dict[str, Any], trials: li
 def parser() -> Parser:
     p = Parser(prog="python -m rlscale.sweep", description=__doc__.splitlines()[0])
     p.add_argument("env", help="preset (cartpole, pong, …) or gymnasium id")
-    p.add_argument("--agent", help="agent preset from agents/ (default: the env's, else a2c)")
+    p.add_argument("--agent", help="agent preset: a2c, ppo (default: the env's, else a2c)")
     p.add_argument("--batch-sizes", type=int, nargs="+", required=True,
                    help="observations per optimizer step, e.g. 10 20 40 80 160 (A2C: multiples of n_steps)")
     p.add_argument("--lrs", type=float, nargs="+", help="learning rates (default: the preset's)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds (default: 0)")
+    p.add_argument("--auto", action="store_true",
+                   help="also one --batch auto run per learning rate and seed, started at the preset's "
+                        "env count, under the same load as the fixed trials (for python -m rlscale.study)")
     p.add_argument("--sweep-dir", type=Path, help="where the trials' run directories go "
                    "(default: runs/sweep-<env>-<agent>)")
     p.add_argument("--max-concurrent", type=int, help="trials at once (default: one per CPU)")
@@ -166,8 +165,7 @@ def parser() -> Parser:
 
 @exits_cleanly
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    overrides = overrides_from_args(args)
+    args, overrides = parse_with_config(parser(), argv)
     for forbidden in ("n_envs", "lr", "seed", "run_dir", "batch", "serial"):
         if forbidden in overrides:
             raise UserError(f"--{forbidden.replace('_', '-')} is set per trial by the sweep; "
@@ -179,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     lrs = args.lrs or [base.agent.lr]
     grid = [Trial(b, lr, s) for b in sorted(set(args.batch_sizes)) for lr in sorted(set(lrs))
             for s in sorted(set(args.seeds))]
+    if args.auto:
+        start = round(base.env.n_envs * base.observations_per_env)
+        grid += [Trial(start, lr, s, "auto") for lr in sorted(set(lrs)) for s in sorted(set(args.seeds))]
     name = args.env.replace(".toml", "").replace("/", "-").lower()
     sweep_dir = args.sweep_dir or Path("runs") / f"sweep-{name}-{base.agent.algo}"
     # Every grid point must make a valid config before anything runs.

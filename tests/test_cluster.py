@@ -13,7 +13,7 @@ import pytest
 import ray
 import yaml
 
-from rlscale.rollout import RayPool, actor_cpu_share
+from rlscale.ray_pool import RayPool, actor_cpu_share
 from rlscale.train import main as train_main
 from tests.test_rollout import (
     assert_episodes_consistent,

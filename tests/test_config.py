@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
 import pytest
 
 from rlscale.config import build_config, dumps_toml, load_saved
@@ -71,3 +76,15 @@ def test_env_preset_tables_per_algorithm():
     a2c, ppo = build_config("cartpole", "a2c", {}), build_config("cartpole", "ppo", {})
     assert a2c.agent.optimizer == "rmsprop" and a2c.agent.ent_coef == 0.0
     assert ppo.agent.optimizer == "adam" and ppo.agent.clip_coef == 0.2 and ppo.agent.ent_coef == 0.01
+
+
+def test_the_built_wheel_ships_the_presets(tmp_path):
+    """A non-editable install finds the presets: they are package data of rlscale.presets."""
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(root), "--no-deps", "--no-build-isolation",
+                    "--quiet", "-w", str(tmp_path)], check=True, timeout=240, cwd=tmp_path)
+    (wheel,) = tmp_path.glob("rlscale-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for preset in ("envs/pong.toml", "envs/breakout.toml", "envs/cartpole.toml", "agents/a2c.toml",
+                   "agents/ppo.toml"):
+        assert f"rlscale/presets/{preset}" in names, preset

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from rlscale.config import EnvConfig
-from rlscale.env import EnvGroup
+from rlscale.env import VectorEnv
 from rlscale.evaluate import evaluate, load_agent, quotas
 from rlscale.video import VideoWriter
 from tests.conftest import run_command
@@ -82,7 +82,7 @@ def test_video_decodes_back_with_one_frame_per_step(trained_runs, tmp_path):
 def test_atari_colour_twin_replays_the_same_game():
     """The video of an Atari game comes from a second emulator fed the same actions."""
     cfg = EnvConfig(env_id="ALE/Pong-v5", warmup_max_steps=0)
-    plain, rendered = EnvGroup(cfg, [0, 1], seed=3), EnvGroup(cfg, [0, 1], seed=3, render=True)
+    plain, rendered = VectorEnv(cfg, [0, 1], seed=3), VectorEnv(cfg, [0, 1], seed=3, render=True)
     rng = np.random.default_rng(0)
     rewards = 0.0
     try:
@@ -159,16 +159,18 @@ def test_corrupt_checkpoint_is_one_line(trained_runs, tmp_path):
     assert_one_line_error(run_command(["rlscale.evaluate", str(bad)], timeout=60), "corrupt")
 
 
-def test_wall_curve_of_runs_without_the_wall_tag_is_rebuilt_from_update_times():
-    from rlscale.config import Config
-    from rlscale.runs import RunRecord
+def test_run_directories_of_an_older_format_are_refused_in_one_line(tmp_path):
+    """A run directory without the optimizer-batch tag (written before it existed) gets a clear message."""
+    from torch.utils.tensorboard import SummaryWriter
 
-    steps = np.array([80, 160, 240])
-    old = RunRecord(Path("old"), Config(), {"perf/rollout_seconds": (steps, np.array([1.0, 2.0, 3.0])),
-                                            "perf/learner_seconds": (steps, np.array([0.5, 0.5, 0.5]))}, None)
-    curve_steps, seconds = old.wall_curve()
-    assert list(curve_steps) == [80, 160, 240] and list(seconds) == [1.5, 4.0, 7.5]
-    new = RunRecord(Path("new"), Config(), {"perf/wall_seconds": (steps, np.array([2.0, 4.0, 6.0])),
-                                            "perf/rollout_seconds": (steps, np.ones(3))}, None)
-    assert list(new.wall_curve()[1]) == [2.0, 4.0, 6.0]  # the logged wall time wins
-    assert RunRecord(Path("none"), Config(), {}, None).wall_curve() is None
+    from rlscale.config import Config, dumps_toml
+
+    old = tmp_path / "old-run"
+    old.mkdir()
+    (old / "config.toml").write_text(dumps_toml(Config()))
+    with SummaryWriter(str(old)) as writer:
+        for step in (80, 160):
+            writer.add_scalar("batch/size", 80, step)
+            writer.add_scalar("rollout/episode_return", 10.0, step)
+    assert_one_line_error(run_command(["rlscale.compare", str(old), "--out", str(tmp_path / "c.png")],
+                                      timeout=120), "older rlscale", "batch/optimizer_batch")

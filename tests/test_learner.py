@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from rlscale.a2c import A2CLearner, nstep_returns
+from rlscale.a2c import A2CLearner, A2CRows, nstep_returns
 from rlscale.config import build_config
 from rlscale.env import EnvSpec
-from rlscale.learner import env_groups, row_chunks
+from rlscale.gradients import backward, env_groups, row_chunks
 from rlscale.nets import build_network
 from rlscale.optim import RMSpropTF
 from rlscale.rollout import Batch, flat_weights
@@ -69,14 +69,37 @@ def test_update_with_measurement_equals_update_without(kind, parts_every):
     assert ("noise/raw_grad_sq_policy" in m_measured) == (parts_every == 1)
 
 
-def test_parts_sum_to_total():
-    """Policy and value part gradients add up to the total's: their norms bound it."""
-    spec = SPECS["mlp"]
-    cfg = build_config("cartpole", None, {"noise_parts_every": 1})
-    learner = A2CLearner(build_network(spec, "auto", 64), cfg)
-    m = learner.update(random_batch(spec, 5, 8))
-    total, policy, value = (m[f"noise/raw_grad_sq_{p}"] for p in ("total", "policy", "value"))
-    assert np.isfinite([total, policy, value]).all()
+@pytest.mark.parametrize("kind", ["mlp", "nature_cnn"])
+def test_parts_sum_to_total(kind):
+    """Per env group, the policy and value parts' gradients add up to the total's.
+
+    For each group j, g_total = g_policy + g_value, so |g_total|^2 =
+    |g_policy|^2 + |g_value|^2 + 2 g_policy.g_value. The cross term is read off
+    the same groups' explicit gradients; the reported norms must satisfy it.
+    (The MLP's policy and value have separate trunks: there the cross term is zero.)
+    """
+    spec = SPECS[kind]
+    torch.manual_seed(3)
+    model = build_network(spec, "auto", 64)
+    cfg = build_config("cartpole", None, {"noise_parts_every": 1, "noise_groups": 4, "n_envs": 8})
+    learner = A2CLearner(model, cfg)
+    batch = random_batch(spec, 5, 8)
+    returns = nstep_returns(batch, cfg.agent.gamma)
+    data = A2CRows(learner.rows(batch.obs), learner.rows(batch.actions), learner.rows(returns),
+                   learner.rows(returns - batch.values))
+    groups = learner.env_group_rows(np.arange(batch.size), batch.n_envs)
+    report = backward(learner.model, learner.route, lambda rows: learner.loss(data, rows), groups,
+                      measure=True, parts=True)
+    for j, rows in enumerate(groups):
+        policy, value, _ = learner.loss(data, rows)
+        g_policy = torch.autograd.grad(policy, learner.params, retain_graph=True, materialize_grads=True)
+        g_value = torch.autograd.grad(value, learner.params, materialize_grads=True)
+        cross = float(sum((a * b).sum() for a, b in zip(g_policy, g_value, strict=True)))
+        parts = report.sq_norms["policy"][j] + report.sq_norms["value"][j] + 2 * cross
+        assert report.sq_norms["total"][j] == pytest.approx(parts, rel=1e-4)
+        assert report.sq_norms["policy"][j] == pytest.approx(float(sum(g.square().sum() for g in g_policy)), rel=1e-4)
+        if kind == "mlp":
+            assert cross == 0.0
 
 
 def test_row_chunks_pack_whole_items_near_the_target():
@@ -164,32 +187,29 @@ def test_non_finite_gradient_is_skipped_and_counted():
 @pytest.mark.parametrize("parts", [False, True])
 def test_gram_route_gives_the_explicit_norms_and_gradient(parts):
     """The big Linear layer's per-group norms from Gram matrices equal autograd's, as does the update."""
-    from rlscale.gradients import grouped_gradient
+    from rlscale.gradients import _per_group_backward
 
     spec = SPECS["nature_cnn"]
     torch.manual_seed(1)
     model = build_network(spec, "auto", 64)
     cfg = build_config("cartpole", None, {"noise_groups": 4, "n_envs": 8, "noise_parts_every": 1})
     learner = A2CLearner(model, cfg)
-    assert [m.weight.shape for m in learner.gram_layers] == [torch.Size([512, 3136])]
+    assert [m.weight.shape for m in learner.route.gram_layers] == [torch.Size([512, 3136])]
     batch = random_batch(spec, 5, 8, seed=3)
     obs = torch.from_numpy(batch.obs)
     actions = torch.from_numpy(batch.actions)
     target = torch.from_numpy(batch.values) + 1.0
 
-    def group_loss(cols):
-        def loss():
-            logits, value = model(obs[:, cols].flatten(0, 1))
-            logprob = torch.distributions.Categorical(logits=logits).log_prob(actions[:, cols].flatten())
-            return -logprob.mean(), (value - target[:, cols].flatten()).pow(2).mean(), {}
-        return loss
+    def loss(rows):
+        idx = torch.from_numpy(rows)
+        logits, value = model(obs.flatten(0, 1)[idx])
+        logprob = torch.distributions.Categorical(logits=logits).log_prob(actions.flatten()[idx])
+        return -logprob.mean(), (value - target.flatten()[idx]).pow(2).mean(), {}
 
-    groups = env_groups(8, 4)
-    losses = [group_loss(torch.from_numpy(c)) for c in groups]
-    sizes = [c.size * 5 for c in groups]
+    groups = learner.env_group_rows(np.arange(40), 8)
     results = []
-    for gram in ([], learner.gram_layers):
-        grad = grouped_gradient(learner.params, losses, sizes, measure=True, parts=parts, gram_layers=gram)
+    for gram in ([], learner.route.gram_layers):
+        grad = _per_group_backward(learner.params, loss, groups, measure=True, parts=parts, gram_layers=gram)
         results.append((grad, [p.grad.clone() for p in learner.params]))
         assert model.trunk[7].weight.grad is not None
     (plain, plain_grads), (gram, gram_grads) = results
@@ -205,7 +225,7 @@ def test_gram_route_gives_the_explicit_norms_and_gradient(parts):
 @pytest.mark.parametrize("chunk_rows", [0, 8, 40])
 @pytest.mark.parametrize("algo", ["a2c", "ppo"])
 @pytest.mark.parametrize("kind", ["mlp", "nature_cnn"])
-def test_one_pass_measurement_equals_a_pass_per_group(algo, kind, chunk_rows, monkeypatch):
+def test_shared_pass_measurement_equals_a_pass_per_group(algo, kind, chunk_rows, monkeypatch):
     """Groups measured together in passes give the same norms and update as one pass per group.
 
     10 envs in k = 4 groups (3, 3, 2, 2 envs): unequal group sizes, and PPO's
@@ -214,12 +234,12 @@ def test_one_pass_measurement_equals_a_pass_per_group(algo, kind, chunk_rows, mo
     learner falls back to the per-group route); PPO's minibatches of 20 rows in
     passes of about 8 rows hold one or two groups each.
     """
-    import rlscale.learner
+    import rlscale.gradients
     from rlscale.ppo import PPOLearner
 
     calls = []
-    real = rlscale.learner.one_pass_gradient
-    monkeypatch.setattr(rlscale.learner, "one_pass_gradient", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = rlscale.gradients._shared_pass_backward
+    monkeypatch.setattr(rlscale.gradients, "_shared_pass_backward", lambda *a, **k: calls.append(1) or real(*a, **k))
     spec = SPECS[kind]
     torch.manual_seed(2)
     model = build_network(spec, "auto", 64)
@@ -232,19 +252,19 @@ def test_one_pass_measurement_equals_a_pass_per_group(algo, kind, chunk_rows, mo
                                           # stays that small in the weights (Adam's would be ~lr * sign(g)).
                                           "optimizer": "rmsprop_tf", "learner_chunk_rows": chunk_rows})
     runs = []
-    for one_pass in (False, True):
+    for shared_pass in (False, True):
         learner = cls(copy.deepcopy(model), cfg)
-        learner.one_pass = one_pass
-        metrics = learner.update(batch, 0.0)
+        learner.route.shared_pass = shared_pass
+        metrics = learner.update(batch)
         runs.append((learner, metrics))
     (groups, m_groups), (one, m_one) = runs
     assert bool(calls) == (algo == "ppo" or chunk_rows != 8)
     torch.testing.assert_close(torch.from_numpy(flat_weights(one.model)),
                                torch.from_numpy(flat_weights(groups.model)), rtol=1e-5, atol=1e-6)
     for part in ("total",):
-        assert one.noise[part].samples == groups.noise[part].samples > 0
+        assert one.noise.emas[part].samples == groups.noise.emas[part].samples > 0
         for name in ("grad_sq", "trace_sigma"):
-            a, b = getattr(one.noise[part], name), getattr(groups.noise[part], name)
+            a, b = getattr(one.noise.emas[part], name), getattr(groups.noise.emas[part], name)
             # Both are differences of two close norms (eq. A.2), which magnify float rounding.
             assert a == pytest.approx(b, rel=1e-3), (part, name)
     for key in ("train/grad_norm", "train/policy_loss", "train/value_loss", "train/entropy"):
@@ -252,16 +272,16 @@ def test_one_pass_measurement_equals_a_pass_per_group(algo, kind, chunk_rows, mo
 
 
 def test_networks_with_other_layers_are_measured_a_pass_per_group():
-    """A layer the one-pass route cannot split by rows (here LayerNorm's parameters) selects the fallback."""
+    """A layer the shared-pass route cannot split by rows (here LayerNorm's parameters) selects the fallback."""
     from rlscale.nets import ActorCritic
 
     trunk = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 32), torch.nn.LayerNorm(32), torch.nn.Tanh())
     cfg = build_config("cartpole", None, {"noise_groups": 4, "n_envs": 8})
     learner = A2CLearner(ActorCritic(trunk, 32, 2, 1.0), cfg)
-    assert not learner.one_pass
+    assert not learner.route.shared_pass
     learner.update(random_batch(SPECS["mlp"], 5, 8))
-    assert learner.noise["total"].samples == 1 and learner.updates == 1
-    assert A2CLearner(build_network(SPECS["mlp"], "auto", 64), cfg).one_pass
+    assert learner.noise.emas["total"].samples == 1 and learner.updates == 1
+    assert A2CLearner(build_network(SPECS["mlp"], "auto", 64), cfg).route.shared_pass
 
 
 def test_bf16_learner_stays_close_to_fp32():

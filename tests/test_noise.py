@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pytest
 
-from rlscale.noise import NoiseSample, NoiseScaleEMA, estimate
+from rlscale.noise import NoiseMeter, NoiseSample, NoiseScaleEMA, estimate
 
 
 def true_noise_scale(r: np.ndarray, s: float) -> tuple[float, float]:
@@ -151,3 +151,35 @@ def test_estimate_rejects_bad_input():
         estimate([1.0], [10], 1.0)
     with pytest.raises(ValueError):
         estimate([1.0, 1.0], [10, 0], 1.0)
+
+
+def test_meter_weighs_each_part_by_the_fresh_observations_since_its_last_sample():
+    """Total measured every step, the parts every 4th: each EMA ages by the observations it spans."""
+    meter = NoiseMeter(horizon=2_000)
+    total, parts = NoiseScaleEMA(horizon=2_000), NoiseScaleEMA(horizon=2_000)
+    norms, sizes, big = [5.0, 7.0, 6.0, 6.0], [10, 10, 10, 10], 2.0
+    sample = estimate(norms, sizes, big)
+    for i in range(40):
+        meter.observe(40)
+        raw = meter.record("total", norms, sizes, big)
+        total.update(sample, 40)
+        if i % 4 == 3:
+            meter.record("policy", norms, sizes, big)
+            parts.update(sample, 160)
+    assert raw == {"noise/raw_grad_sq_total": sample.grad_sq, "noise/raw_trace_sigma_total": sample.trace_sigma}
+    assert meter.emas["total"] == total and meter.emas["policy"] == parts
+    assert meter.emas["value"].samples == 0 and meter.b_simple("value") is None
+    metrics = meter.metrics(signal="policy")
+    assert metrics["noise/b_simple"] == metrics["noise/b_simple_policy"] == parts.b_simple
+    assert "noise/b_simple_value" not in metrics
+
+
+def test_meter_ignores_a_sample_of_reused_data_and_round_trips():
+    meter = NoiseMeter(horizon=1_000, parts=("total",))
+    meter.record("total", [5.0, 7.0], [10, 10], 2.0)  # no fresh observations yet: nothing learned
+    assert meter.emas["total"].samples == 0
+    meter.observe(20)
+    meter.record("total", [5.0, 7.0], [10, 10], 2.0)
+    clone = NoiseMeter(horizon=1_000, parts=("total",))
+    clone.load_state_dict(meter.state_dict())
+    assert clone.emas == meter.emas and clone.pending == meter.pending == {"total": 0.0}

@@ -49,7 +49,7 @@ def test_ppo_update_with_measurement_equals_update_without():
     params = []
     for measure in (False, True):
         learner = PPOLearner(copy.deepcopy(model), ppo_config(measure_noise=measure, noise_parts_every=1))
-        metrics = learner.update(batch, 0.0)
+        metrics = learner.update(batch)
         params.append(torch.from_numpy(flat_weights(learner.model)))
         assert learner.updates == 16  # 4 epochs x 4 minibatches
         assert {"train/approx_kl", "train/clipfrac", "train/explained_variance"} <= set(metrics)
@@ -60,9 +60,9 @@ def test_ppo_measures_only_the_first_epoch():
     spec = SPECS["mlp"]
     learner = PPOLearner(build_network(spec, "auto", 64), ppo_config(noise_parts_every=1))
     batch = random_batch(spec, 16, 8)
-    learner.update(batch, 0.0)
+    learner.update(batch)
     # 4 minibatches measured in epoch 1; epochs 2-4 reuse the data and are not.
-    assert learner.noise["total"].samples == 4 and learner.noise["policy"].samples == 4
+    assert learner.noise.emas["total"].samples == 4 and learner.noise.emas["policy"].samples == 4
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from rlscale.checkpoint import list_checkpoints
 from rlscale.config import build_config
 from rlscale.errors import UserError
 from rlscale.integrations import rllib as integration
@@ -163,7 +164,7 @@ def test_interrupted_rllib_run_resumes_without_gaps_or_duplicates(tmp_path):
     run_dir = tmp_path / "run"
     proc = train_subprocess(["cartpole", "--backend", "rllib", "--n-actors", "1", "--n-envs", "4",
                              "--total-frames", "8000", "--checkpoint-every", "16", "--run-dir", str(run_dir)])
-    err = interrupt_when(proc, lambda: (run_dir / integration.STATE_FILE).exists(), timeout=240)
+    err = interrupt_when(proc, lambda: bool(list_checkpoints(run_dir)), timeout=240)
     assert proc.returncode == 130
     assert "resume with: python -m rlscale.train --resume" in err
     before = json.loads((run_dir / "summary.json").read_text())
@@ -178,4 +179,8 @@ def test_interrupted_rllib_run_resumes_without_gaps_or_duplicates(tmp_path):
     events.Reload()
     steps = [e.step for e in events.Scalars("batch/size")]
     assert steps == sorted(set(steps)) and steps[-1] == after["agent_steps"]  # no duplicates
-    assert len(list(run_dir.glob("rllib-ckpt-*"))) == 1  # older checkpoints are removed
+    # One checkpoint layout for both engines: RLlib's own files sit beside each checkpoint
+    # file under its name, and go with it when it is pruned (--keep-checkpoints 3).
+    saved = list_checkpoints(run_dir)
+    rllib_dirs = sorted((run_dir / "checkpoints").glob("ckpt-*.rllib"))
+    assert 1 <= len(saved) <= 3 and [p.stem for p in rllib_dirs] == [p.stem for p in saved]

@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from rlscale.goals import first_crossing, smoothed_returns
+from rlscale.goals import GoalWindow, first_crossing, smoothed_returns
 from rlscale.sweep import trial_state
 from tests.conftest import run_command
 from tests.test_cli import assert_one_line_error
@@ -28,17 +28,29 @@ def sweep_dir(tmp_path_factory):
 
 
 def test_goal_crossing_on_hand_made_curves():
-    returns = np.array([0, 0, 10, 10, 10, 30, 30, 0, 50, 50], dtype=float)
-    steps = np.arange(10) * 100
-    # Windows of 2: means 0, 5, 10, 10, 20, 30, 15, 25, 50
-    np.testing.assert_allclose(smoothed_returns(returns, 2)[1:], [0, 5, 10, 10, 20, 30, 15, 25, 50])
-    assert np.isnan(smoothed_returns(returns, 2)[0])
-    assert first_crossing(steps, returns, 20, window=2) == 500  # first full window with mean >= 20
-    assert first_crossing(steps, returns, 30, window=2) == 600
-    assert first_crossing(steps, returns, 50, window=2) == 900
-    assert first_crossing(steps, returns, 51, window=2) is None
-    # A single lucky episode does not count before a full window exists.
-    assert first_crossing(steps[:1], np.array([100.0]), 50, window=2) is None
+    """Means over full windows of 20: twenty 0s, then 40s raise the mean by 2 per episode."""
+    returns = np.array([0.0] * 20 + [40.0] * 20)
+    steps = np.arange(40) * 100
+    assert np.isnan(smoothed_returns(returns)[:19]).all() and smoothed_returns(returns)[19] == 0
+    assert first_crossing(steps, returns, 20) == 29 * 100  # ten 40s: mean (10 * 40) / 20 = 20
+    assert first_crossing(steps, returns, 40) == 39 * 100
+    assert first_crossing(steps, returns, 41) is None
+    # A lucky start does not count before a full window exists.
+    assert first_crossing(steps[:19], np.full(19, 100.0), 50) is None
+
+
+def test_training_loop_and_reports_apply_the_same_goal_rule():
+    """GoalWindow (episode by episode, as training runs) and first_crossing (on the log) agree."""
+    rng = np.random.default_rng(0)
+    returns = np.cumsum(rng.normal(0.5, 5.0, size=300))
+    steps = np.arange(300) * 10
+    for goal in np.percentile(returns, [10, 50, 90, 100]):
+        window, streamed = GoalWindow(), None
+        for step, value in zip(steps, returns, strict=True):
+            window.add(value)
+            if streamed is None and window.reached(goal):
+                streamed = float(step)
+        assert streamed == first_crossing(steps, returns, goal)
 
 
 def test_sweep_runs_every_trial_in_its_own_directory(sweep_dir):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -16,7 +17,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from rlscale import checkpoint
 from rlscale.config import build_config
-from rlscale.train import build, main, save_checkpoint, train_loop
+from rlscale.train import main
+from rlscale.trainer import build, save_checkpoint, train_loop
 from tests.conftest import interrupt_when, train_subprocess
 
 REQUIRED_TAGS = {
@@ -76,7 +78,7 @@ def test_short_pong_run_through_actors_writes_tensorboard(tmp_path, capsys):
 
 
 def read_counters(run_dir: Path) -> dict:
-    return checkpoint.load(checkpoint.latest(run_dir))["counters"]
+    return checkpoint.load(checkpoint.latest(run_dir))["trainer"]
 
 
 def wait_for_checkpoints(run_dir: Path, count: int, proc: subprocess.Popen, timeout: float = 120) -> None:
@@ -99,7 +101,7 @@ def test_sigkill_then_resume_continues_without_gaps_or_duplicates(tmp_path, caps
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=30)
     before = read_counters(run_dir)
-    window = checkpoint.load(checkpoint.latest(run_dir))["recent_returns"]
+    window = checkpoint.load(checkpoint.latest(run_dir))["goal_window"]
     assert 0 < before["agent_steps"] < 12_000
     assert 0 < len(window) <= 20 and all(r > 0 for r in window)
     assert len(checkpoint.list_checkpoints(run_dir)) <= 2  # older ones pruned
@@ -153,26 +155,25 @@ def test_a_finished_run_extends_to_a_larger_budget_on_the_new_schedule(tmp_path,
 
 
 def test_killed_actor_is_replaced_and_the_run_finishes(tmp_path, capsys):
-    import ray
-
     cfg = build_config("cartpole", None, {"n_actors": 2, "total_frames": 30_000,
                                           "run_dir": str(tmp_path / "run")})
     run_dir = Path(cfg.run.run_dir)
     run_dir.mkdir(parents=True)
     run = build(cfg, run_dir)
+    pool = run.engine.pool
     try:
-        victim = run.pool.actors[0]
-        killer = threading.Timer(2.0, lambda: ray.kill(victim, no_restart=True))
+        victim = pool.worker_pids()[0]
+        killer = threading.Timer(2.0, lambda: os.kill(victim, signal.SIGKILL))
         killer.start()
         train_loop(run)
         killer.join()
-        assert run.pool.failures >= 1
-        assert run.pool.actors[0] != victim
-        assert run.counters.agent_steps >= 30_000
-        assert run.pool.n_envs == 8
+        assert pool.failures >= 1
+        assert pool.worker_pids()[0] != victim
+        assert run.state.agent_steps >= 30_000
+        assert pool.n_envs == 8
         save_checkpoint(run)
     finally:
-        run.pool.close()
+        run.engine.close()
         run.logger.close()
     assert "rollout actor 0 died; replacing it" in capsys.readouterr().out
 
@@ -204,3 +205,30 @@ def test_closed_loop_cartpole_changes_its_batch_with_the_noise_scale(tmp_path, c
     assert len(targets) > 10
     out = capsys.readouterr().out
     assert "resize 8 -> " in out and "target batch" in out
+
+
+def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):
+    """--batch auto on a real Ray instance: a probe resize, then B* from the measured cost model."""
+    run_dir = tmp_path / "auto"
+    code = main(["cartpole", "--n-actors", "2", "--batch", "auto", "--n-envs", "8", "--min-envs", "4",
+                 "--max-envs", "64", "--cooldown", "1000", "--total-frames", "30000", "--run-dir", str(run_dir)])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "resize 8 -> 16 envs (grow: probe: timing a second batch size for the cost model" in out
+    assert "B* = sqrt(r " in out  # a resize toward the model's optimum followed
+    events = scalars(run_dir)
+    tags = set(events.Tags()["scalars"])
+    assert {"perf/overhead_seconds", "perf/seconds_per_observation", "batch/exchange_rate",
+            "batch/predicted_speedup", "perf/update_seconds"} <= tags
+    assert len({e.value for e in events.Scalars("batch/n_envs")}) >= 3
+    assert all(e.value > 0 for e in events.Scalars("perf/seconds_per_observation"))
+    assert all(e.value >= 1.0 - 1e-9 for e in events.Scalars("batch/predicted_speedup"))
+
+
+def test_a_minatar_game_by_id_trains_with_its_network_and_logs_returns(tmp_path, capsys):
+    run_dir = tmp_path / "minatar"
+    assert main(["MinAtar/SpaceInvaders-v1", "--serial", "--total-frames", "6000", "--run-dir", str(run_dir)]) == 0
+    returns = [e.value for e in scalars(run_dir).Scalars("rollout/episode_return")]
+    assert returns and all(r >= 0 for r in returns)
+    saved = checkpoint.load(checkpoint.latest(run_dir))["engine"]["learner"]["model"]
+    assert saved["trunk.1.weight"].shape[:2] == (16, 6)  # one 3x3 convolution, 16 channels, 6 object kinds

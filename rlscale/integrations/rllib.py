@@ -14,10 +14,13 @@ sampling and the PPO update; this module adds what RLlib lacks:
   gradient stock PPO applies (every PPO loss term is a masked mean over rows).
   The group norms feed ``rlscale.noise.estimate``; later epochs reuse the data,
   are not fresh draws, and take RLlib's stock path.
-* **Env-count resizer.** Between ``train()`` calls the driver feeds the noise
-  scale to ``rlscale.control.BatchController`` and, on a resize, rebuilds every
-  env runner's vector env with the new count and changes the train batch and
-  minibatch sizes with it (the minibatch count stays fixed).
+* **The engine.** ``RLlibEngine`` is what rlscale's one training loop
+  (``rlscale.trainer``) drives: an update is one ``algo.train()``, whose
+  noise samples feed a ``NoiseMeter`` and whose episodes go to the loop's
+  goals; on the controller's resize it rebuilds every env runner's vector env
+  with the new count and changes the train batch and minibatch sizes with it
+  (the minibatch count stays fixed). Its checkpoint is RLlib's own, written
+  beside the loop's (``checkpoints/ckpt-<steps>.rllib``).
 
 RLlib's internals move between releases; the learner hooks used here
 (``_make_batch_if_necessary``, ``_uncompiled_update``) and the metrics API are
@@ -27,24 +30,21 @@ those of RLlib 2.60, so other versions are refused with a clear message.
 from __future__ import annotations
 
 import functools
-import json
 import math
-import shutil
-import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rlscale.checkpoint import write_json
+from rlscale import tags
 from rlscale.config import Config
-from rlscale.control import BatchController
+from rlscale.engine import UpdateResult
 from rlscale.errors import UserError
-from rlscale.logger import RunLogger, StepRate
-from rlscale.noise import NoiseSample, NoiseScaleEMA, estimate
-from rlscale.train import SUMMARY_FILE, record_goals
+from rlscale.noise import NoiseMeter, NoiseSample, estimate
+from rlscale.ray_pool import init_ray
+from rlscale.rollout import ResizeReport
 
 SUPPORTED_RLLIB = ((2, 60), (3, 0))  # [lowest tested, first unsupported)
 GROUP_COLUMN = "rlscale_env"  # batch column: global id of the environment that played the row
@@ -128,7 +128,7 @@ def rllib_classes() -> dict[str, type]:
     from ray.rllib.connectors.connector_v2 import ConnectorV2
     from ray.rllib.core.columns import Columns
 
-    class EnvGroupCallback(RLlibCallback):
+    class EnvTagCallback(RLlibCallback):
         """Tags each episode with its environment; reports raw episode returns."""
 
         def on_episode_start(self, *, episode, env_runner=None, env_index: int, **kwargs) -> None:
@@ -141,7 +141,7 @@ def rllib_classes() -> dict[str, type]:
                 metrics_logger.log_value(EPISODE_KEYS["return"], float(stats["r"]), reduce="item_series")
                 metrics_logger.log_value(EPISODE_KEYS["length"], int(stats["l"]), reduce="item_series")
 
-    class AddEnvGroupColumn(ConnectorV2):
+    class AddEnvIdColumn(ConnectorV2):
         """Learner connector: one GROUP_COLUMN entry per row, from the episode's tag."""
 
         def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None,
@@ -187,8 +187,8 @@ def rllib_classes() -> dict[str, type]:
             # its first epoch walks the batch in episode order: each minibatch is a few
             # contiguous stretches of a few episodes, and its env groups range from 1 row to
             # 100 rows of one stretch. The noise scale is measured on that epoch, and on such
-            # groups its tr(Sigma) estimate came out negative on average (CartPole, session 5
-            # in docs/results.md). CleanRL shuffles before every epoch; so does this learner.
+            # groups its tr(Sigma) estimate came out negative on average (CartPole; "RLlib's
+            # first epoch" in docs/results.md). CleanRL shuffles before every epoch; so does this.
             if self.config.shuffle_batch_per_epoch:
                 for module_batch in batch.policy_batches.values():
                     module_batch.shuffle()
@@ -262,7 +262,7 @@ def rllib_classes() -> dict[str, type]:
             loss = sum(w * loss for w, loss in zip(weights, losses, strict=True))
             return fwd_out, {module_id: loss}, {}
 
-    return {"EnvGroupCallback": EnvGroupCallback, "AddEnvGroupColumn": AddEnvGroupColumn,
+    return {"EnvTagCallback": EnvTagCallback, "AddEnvIdColumn": AddEnvIdColumn,
             "NoiseScalePPOLearner": NoiseScalePPOLearner}
 
 
@@ -272,8 +272,8 @@ def _rows(sub) -> int:
     return int(sub[Columns.OBS].shape[0])
 
 
-def _add_group_column(input_observation_space, input_action_space, device=None):
-    return rllib_classes()["AddEnvGroupColumn"]()
+def _add_env_id_column(input_observation_space, input_action_space, device=None):
+    return rllib_classes()["AddEnvIdColumn"]()
 
 
 # --------------------------------------------------------------------------- config
@@ -325,11 +325,11 @@ def ppo_config(cfg: Config):
         )
         .learners(
             num_learners=0, learner_class=classes["NoiseScalePPOLearner"],
-            learner_connector=_add_group_column,
+            learner_connector=_add_env_id_column,
             learner_config_dict={"noise_groups": cfg.noise.noise_groups if cfg.noise.measure_noise else 1},
         )
         .rl_module(model_config=model)
-        .callbacks(classes["EnvGroupCallback"])
+        .callbacks(classes["EnvTagCallback"])
         .debugging(seed=cfg.run.seed, log_level="ERROR")
     )
 
@@ -365,28 +365,7 @@ def set_learner_lr(algo, lr: float) -> None:
     algo.learner_group.foreach_learner(lambda learner: learner.set_lr(lr))
 
 
-# --------------------------------------------------------------------------- the training loop
-
-
-@dataclass
-class RLlibState:
-    """What a resumed RLlib run needs besides RLlib's own checkpoint (JSON, next to it)."""
-
-    agent_steps: int = 0
-    examples: int = 0
-    episodes: int = 0
-    updates: int = 0  # optimizer steps
-    wall_seconds: float = 0.0
-    n_envs: int = 0
-    base_lr: float = 0.0  # the controller's lr at the current batch, before annealing
-    goals: dict[str, dict[str, float]] = field(default_factory=dict)
-    recent_returns: list[float] = field(default_factory=list)
-    noise: dict[str, float] = field(default_factory=dict)  # NoiseScaleEMA state
-    controller: dict[str, float] = field(default_factory=dict)
-    checkpoint: str = ""  # directory name of RLlib's checkpoint under the run directory
-
-
-STATE_FILE = "rllib_state.json"
+# --------------------------------------------------------------------------- the engine
 
 
 def _items(result: dict, key: tuple[str, ...]) -> list:
@@ -404,179 +383,97 @@ def _find(result: dict, key: tuple[str, ...], default: Any = None) -> Any:
     return node
 
 
-def save_rllib_checkpoint(algo, run_dir: Path, state: RLlibState) -> Path:
-    """RLlib's checkpoint into a new directory, then the state file names it (atomic switch)."""
-    name = f"rllib-ckpt-{state.agent_steps:012d}"
-    target = run_dir / name
-    if target.exists():
-        shutil.rmtree(target)
-    algo.save_to_path(str(target))
-    previous = state.checkpoint
-    state.checkpoint = name
-    # Atomic: a kill before the state file names the new checkpoint leaves the previous one valid.
-    write_json(run_dir / STATE_FILE, asdict(state))
-    if previous and previous != name:
-        shutil.rmtree(run_dir / previous, ignore_errors=True)
-    return target
-
-
-def load_rllib_state(run_dir: Path) -> RLlibState:
-    path = run_dir / STATE_FILE
-    if not path.is_file():
-        raise UserError(f"{run_dir} has no {STATE_FILE}: the RLlib run wrote no checkpoint yet")
-    try:
-        return RLlibState(**json.loads(path.read_text()))
-    except (ValueError, TypeError) as err:
-        raise UserError(f"{path} is damaged ({err}); start a new run") from None
-
-
-def train_rllib(cfg: Config, run_dir: Path, resume: bool = False) -> int:
-    """Train RLlib PPO with the noise scale and the controller; native TensorBoard tags.
-
-    The caller (``rlscale.train.run_rllib``) has checked the RLlib version and the
-    settings before it created the run directory.
-    """
-    import ray
-    import torch
-    from ray.tune.registry import register_env
-    from ray.util.debug import log_once
-
-    try:
-        # Here first: RLlib reports an env that fails in a remote env runner as an IndexError.
-        make_env(_env_config(cfg)).close()
-    except Exception as err:  # noqa: BLE001 - any failure becomes one line for the user
-        raise UserError(f"cannot create {cfg.env.env_id} for RLlib: {err}") from None
-    st = load_rllib_state(run_dir) if resume else RLlibState(n_envs=cfg.env.n_envs, base_lr=cfg.agent.lr)
-    # One torch thread in the driver: RLlib's small-batch train() runs much faster so.
-    torch.set_num_threads(cfg.run.learner_threads or 1)
-    own_ray = not ray.is_initialized()
-    if own_ray:
-        ray.init(address=cfg.run.address or None, include_dashboard=False, log_to_driver=False,
-                 configure_logging=True, logging_level="ERROR")
-    register_env("rlscale-env", make_env)
-    # RLlib warns on every PPO build that it runs on the new API stack, which is what we
-    # ask for; consuming its once-key keeps the console to rlscale's own lines.
-    log_once("PPO_on_new_api_stack")
-    logger = RunLogger(str(run_dir), purge_step=st.agent_steps + 1 if resume else None)
-    logger.returns.extend(st.recent_returns)
-    algo = None
-    try:
-        algo = ppo_config(replace(cfg, env=replace(cfg.env, n_envs=st.n_envs))).build_algo()
-        if resume:
-            algo.restore_from_path(str(run_dir / st.checkpoint))
-        total = cfg.total_agent_steps
-        controller = BatchController(cfg.control, cfg.observations_per_env, vector_size=cfg.run.n_actors)
-        ema = NoiseScaleEMA(cfg.noise.noise_horizon)
-        if resume:
-            controller.load_state_dict(st.controller)
-            ema = NoiseScaleEMA.from_state_dict(st.noise)
-            print(f"resuming from {st.agent_steps:,} agent steps", flush=True)
-        print(f"{cfg.env.env_id} | ppo (RLlib {ray.__version__}) | {st.n_envs} envs x {cfg.agent.n_steps} "
-              f"steps | {cfg.run.n_actors} env runners | batch control: {cfg.control.batch} "
-              f"| budget {total:,} agent steps", flush=True)
-        rate = StepRate(st.agent_steps)
-        since_checkpoint = 0
-        finished = False
-        while st.agent_steps < total:
-            start = time.perf_counter()
-            lr_now = st.base_lr * (1.0 - st.agent_steps / total if cfg.agent.anneal_lr else 1.0)
-            set_learner_lr(algo, lr_now)
-            result = algo.train()
-            steps = int(_find(result, ("env_runners", "num_env_steps_sampled"), 0))
-            st.agent_steps += steps
-            st.examples += steps * cfg.agent.n_epochs
-            st.updates += cfg.agent.n_epochs * cfg.agent.n_minibatches
-            since_checkpoint += cfg.agent.n_epochs * cfg.agent.n_minibatches
-            metrics: dict[str, float] = {}
-            noise = zip(*(_items(result, ("learners", *key)) for key in NOISE_KEYS.values()), strict=True)
-            for grad_sq, trace_sigma, b_big in noise:
-                ema.update(NoiseSample(grad_sq, trace_sigma, math.nan, b_big))
-                metrics["noise/raw_grad_sq_total"] = grad_sq
-                metrics["noise/raw_trace_sigma_total"] = trace_sigma
-            stop = False
-            episodes = zip(*(_items(result, ("env_runners", *key)) for key in EPISODE_KEYS.values()),
-                           strict=True)
-            for episode_return, length in episodes:
-                st.episodes += 1
-                logger.episode(episode_return, length, st.agent_steps)
-                position = {"agent_steps": st.agent_steps, "updates": st.updates, "examples": st.examples,
-                            "wall_seconds": round(st.wall_seconds, 1)}
-                stop = record_goals(cfg, logger, st.goals, position) or stop
-            b_simple = ema.b_simple if cfg.noise.measure_noise else None
-            decision = controller.step(st.n_envs, b_simple, steps / cfg.agent.n_minibatches, st.base_lr)
-            if decision.n_envs != st.n_envs:
-                seconds = resize_envs(algo, decision.n_envs)
-                metrics["batch/resize_seconds"] = seconds
-                print(f"resize {st.n_envs} -> {decision.n_envs} envs ({decision.reason}); "
-                      f"lr {st.base_lr:.2e} -> {decision.lr:.2e}; {seconds:.2f} s", flush=True)
-                st.n_envs, st.base_lr = decision.n_envs, decision.lr
-            st.wall_seconds += time.perf_counter() - start
-            steps_per_s = rate.update(st.agent_steps)
-            metrics.update(_learner_metrics(result))
-            metrics.update({
-                "batch/n_envs": st.n_envs, "batch/size": steps,
-                "batch/optimizer_batch": steps / cfg.agent.n_minibatches,
-                "perf/steps_per_s": steps_per_s, "perf/wall_seconds": st.wall_seconds,
-                "train/lr": lr_now, "train/updates": st.updates, "train/examples": st.examples,
-            })
-            if ema.grad_sq is not None:
-                metrics["noise/grad_sq"] = ema.grad_sq
-                metrics["noise/trace_sigma"] = ema.trace_sigma
-            if b_simple is not None:  # the total is this backend's only signal
-                metrics["noise/b_simple_total"] = metrics["noise/b_simple"] = b_simple
-            if decision.target_batch is not None:
-                metrics["batch/target"] = decision.target_batch
-            logger.scalars(metrics, st.agent_steps)
-            logger.progress(st.agent_steps, total, steps_per_s, st.n_envs, b_simple, "total", lr_now,
-                            interval=cfg.run.log_interval)
-            if since_checkpoint >= cfg.run.checkpoint_every:
-                _checkpoint(algo, run_dir, st, logger, controller, ema, cfg, finished=False)
-                since_checkpoint = 0
-            if stop:
-                break
-        finished = True
-        path = _checkpoint(algo, run_dir, st, logger, controller, ema, cfg, finished=True)
-        print(f"done: {st.agent_steps:,} agent steps, {st.updates:,} updates, {st.episodes:,} episodes "
-              f"in {st.wall_seconds / 60:.1f} min; checkpoint {path}", flush=True)
-        return 0
-    except KeyboardInterrupt:
-        if algo is None:
-            print("interrupted before training started", file=sys.stderr)
-            return 130
-        if not finished:
-            path = _checkpoint(algo, run_dir, st, logger, controller, ema, cfg, finished=False)
-            print(f"\ninterrupted: checkpoint {path}\nresume with: python -m rlscale.train --resume {run_dir}",
-                  file=sys.stderr, flush=True)
-        return 130
-    finally:
-        logger.close()
-        if algo is not None:
-            algo.stop()
-        if own_ray:
-            ray.shutdown()
-
-
-def _checkpoint(algo, run_dir: Path, st: RLlibState, logger: RunLogger, controller: BatchController,
-                ema: NoiseScaleEMA, cfg: Config, finished: bool) -> Path:
-    logger.flush()  # every event up to the checkpoint is on disk before it is
-    st.recent_returns = list(logger.returns)
-    st.controller = controller.state_dict()
-    st.noise = ema.state_dict()
-    path = save_rllib_checkpoint(algo, run_dir, st)
-    summary = {key: value for key, value in asdict(st).items()
-               if key not in ("recent_returns", "noise", "controller", "checkpoint", "base_lr")}
-    summary.update(mean_return=logger.mean_return, env_id=cfg.env.env_id, backend="rllib", finished=finished)
-    write_json(run_dir / SUMMARY_FILE, summary)
-    return path
-
-
-LEARNER_TAGS = {  # native tag -> RLlib's learner metric
-    "train/policy_loss": "policy_loss", "train/value_loss": "vf_loss", "train/entropy": "entropy",
-    "train/approx_kl": "mean_kl_loss", "train/explained_variance": "vf_explained_var",
-    "train/grad_norm": "gradients_default_optimizer_global_norm",
+LEARNER_TAGS = {  # rlscale's tag -> RLlib's learner metric
+    tags.loss_stat("policy_loss"): "policy_loss", tags.loss_stat("value_loss"): "vf_loss",
+    tags.loss_stat("entropy"): "entropy", tags.loss_stat("approx_kl"): "mean_kl_loss",
+    tags.EXPLAINED_VARIANCE: "vf_explained_var", tags.GRAD_NORM: "gradients_default_optimizer_global_norm",
 }
 
 
 def _learner_metrics(result: dict) -> dict[str, float]:
     module = _find(result, ("learners", "default_policy"), {}) or {}
     return {tag: float(module[key]) for tag, key in LEARNER_TAGS.items() if key in module}
+
+
+class RLlibEngine:
+    """RLlib PPO as an rlscale engine: one ``algo.train()`` per update.
+
+    The caller (``rlscale.trainer``) has checked the RLlib version and the
+    settings before it created the run directory.
+    """
+
+    def __init__(self, cfg: Config, run_dir: Path, n_envs: int, state: dict[str, Any] | None = None) -> None:
+        import torch
+        from ray.tune.registry import register_env
+        from ray.util.debug import log_once
+
+        try:
+            # Here first: RLlib reports an env that fails in a remote env runner as an IndexError.
+            make_env(_env_config(cfg)).close()
+        except Exception as err:  # noqa: BLE001 - any failure becomes one line for the user
+            raise UserError(f"cannot create {cfg.env.env_id} for RLlib: {err}") from None
+        self.cfg = cfg
+        self.noise = NoiseMeter(cfg.noise.noise_horizon, parts=("total",))
+        self._optimizer_steps = 0
+        # One torch thread in the driver: RLlib's small-batch train() ran much faster so.
+        torch.set_num_threads(cfg.run.learner_threads or 1)
+        self.owns_ray = init_ray(cfg.run.address, log_to_driver=False)
+        register_env("rlscale-env", make_env)
+        # RLlib warns on every PPO build that it runs on the new API stack, which is what we
+        # ask for; consuming its once-key keeps the console to rlscale's own lines.
+        log_once("PPO_on_new_api_stack")
+        self.algo = None
+        try:
+            self.algo = ppo_config(replace(cfg, env=replace(cfg.env, n_envs=n_envs))).build_algo()
+            if state is not None:
+                self.algo.restore_from_path(str(run_dir / "checkpoints" / state["rllib_checkpoint"]))
+                self.noise.load_state_dict(state["noise"])
+                self._optimizer_steps = int(state["optimizer_steps"])
+        except BaseException:
+            self.close()
+            raise
+
+    def describe(self) -> str:
+        import ray
+
+        return f"RLlib {ray.__version__} PPO | {self.cfg.run.n_actors} env runners"
+
+    @property
+    def optimizer_steps(self) -> int:
+        return self._optimizer_steps
+
+    def update(self, lr: float) -> UpdateResult:
+        a = self.cfg.agent
+        set_learner_lr(self.algo, lr)
+        result = self.algo.train()
+        steps = int(_find(result, ("env_runners", "num_env_steps_sampled"), 0))
+        optimizer_steps = a.n_epochs * a.n_minibatches
+        self._optimizer_steps += optimizer_steps
+        metrics = _learner_metrics(result)
+        noise = zip(*(_items(result, ("learners", *key)) for key in NOISE_KEYS.values()), strict=True)
+        for grad_sq, trace_sigma, b_big in noise:
+            self.noise.observe(b_big)  # each measured minibatch's rows are fresh
+            metrics |= self.noise.record_sample("total", NoiseSample(grad_sq, trace_sigma, math.nan, b_big))
+        episodes = zip(*(_items(result, ("env_runners", *key)) for key in EPISODE_KEYS.values()), strict=True)
+        return UpdateResult(agent_steps=steps, optimizer_steps=optimizer_steps,
+                            optimizer_batch=steps / a.n_minibatches,
+                            episodes=[(float(r), int(n)) for r, n in episodes], metrics=metrics)
+
+    def resize(self, n_envs: int) -> ResizeReport:
+        return ResizeReport(resize_envs(self.algo, n_envs), warmup_steps=0)
+
+    def save(self, prefix: Path) -> dict[str, Any]:
+        """RLlib's checkpoint into ``<prefix>.rllib``; the loop's checkpoint file names it."""
+        target = prefix.with_suffix(".rllib")
+        self.algo.save_to_path(str(target))
+        return {"rllib_checkpoint": target.name, "noise": self.noise.state_dict(),
+                "optimizer_steps": self._optimizer_steps}
+
+    def close(self) -> None:
+        import ray
+
+        if self.algo is not None:
+            self.algo.stop()
+            self.algo = None
+        if self.owns_ray and ray.is_initialized():
+            ray.shutdown()

@@ -1,6 +1,6 @@
-"""Pong A2C throughput, side by side in one run: the issue-9 table.
+"""Pong A2C throughput, side by side in one run: rlscale against a lean hand-written loop.
 
-    python scripts/bench.py [--seconds 30] [--envs 16 64] [--no-bf16]
+    python benchmarks/bench.py [--seconds 30] [--envs 16 64] [--no-bf16]
 
 Rows, each at 16 and 64 environments (5 steps per update), agent steps per
 second and the ratio to the lean loop:
@@ -12,9 +12,8 @@ second and the ratio to the lean loop:
 * rlscale serial: rlscale's pool and learner in one process (noise scale on);
 * rlscale actors, noise off / noise on: 2 Ray actors step the envs, the
   learner runs in this process; the real pool and learner of the training loop;
-  noise on with session 3's learner (one pass over the batch, a pass per
-  group when measuring) for comparison, and noise on with the learner in bf16
-  autocast (--learner-precision bf16; --no-bf16 leaves it out).
+  and noise on with the learner in bf16 autocast (--learner-precision bf16;
+  --no-bf16 leaves it out).
 
 Then peak resident memory (RSS) of the learner process and of each actor with
 16 and 256 environments. Every variant runs for the same wall time, one after
@@ -24,9 +23,9 @@ the other in this run; the ratios are the numbers to read (the machine is noisy)
 from __future__ import annotations
 
 import argparse
-import resource
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -36,7 +35,8 @@ from rlscale.config import build_config
 from rlscale.env import probe_spec
 from rlscale.nets import build_network
 from rlscale.optim import RMSpropTF
-from rlscale.rollout import RayPool, SerialPool, flat_weights
+from rlscale.ray_pool import RayPool
+from rlscale.rollout import SerialPool, flat_weights
 
 
 def timed(loop_once: Callable[[], int], seconds: float, warmup: int = 3) -> float:
@@ -109,15 +109,12 @@ def lean_loop(n_envs: int, seconds: float, n_steps: int = 5, gamma: float = 0.99
 
 
 def rlscale_loop(n_envs: int, seconds: float, serial: bool, measure: bool,
-                 precision: str = "fp32", session3_learner: bool = False) -> tuple[float, dict]:
-    """``session3_learner``: one pass over the batch, and a pass per group when measuring."""
+                 precision: str = "fp32") -> tuple[float, dict]:
     cfg = build_config("pong", None, {"n_envs": n_envs, "serial": serial, "measure_noise": measure,
                                       "warmup_max_steps": 0, "max_envs": max(256, n_envs),
-                                      "learner_precision": precision,
-                                      "learner_chunk_rows": 1_000_000 if session3_learner else 0})
+                                      "learner_precision": precision})
     spec = probe_spec(cfg.env)
     learner = A2CLearner(build_network(spec, "auto", 64), cfg)
-    learner.one_pass = learner.one_pass and not session3_learner
     pool = SerialPool(cfg, spec) if serial else RayPool(cfg, spec)
 
     def update() -> int:
@@ -134,13 +131,15 @@ def rlscale_loop(n_envs: int, seconds: float, serial: bool, measure: bool,
 
 
 def actor_memory(pool: RayPool) -> dict:
-    import ray
-
-    return {f"actor {i}": mb for i, mb in enumerate(ray.get([a.peak_rss_mb.remote() for a in pool.actors]))}
+    return {f"actor {i}": peak_rss_mb(pid) for i, pid in enumerate(pool.worker_pids())}
 
 
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def peak_rss_mb(pid: int | str = "self") -> float:
+    """Peak resident memory of a process (Linux: VmHWM in /proc/<pid>/status, in kB)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def main() -> None:
@@ -157,8 +156,6 @@ def main() -> None:
         rows.append(("rlscale serial, noise on", n, rlscale_loop(n, args.seconds, True, True)[0]))
         rows.append(("rlscale 2 Ray actors, noise off", n, rlscale_loop(n, args.seconds, False, False)[0]))
         rows.append(("rlscale 2 Ray actors, noise on", n, rlscale_loop(n, args.seconds, False, True)[0]))
-        rows.append(("  ... session 3 learner", n,
-                     rlscale_loop(n, args.seconds, False, True, session3_learner=True)[0]))
         if not args.no_bf16:
             rows.append(("rlscale 2 Ray actors, noise on, bf16", n,
                          rlscale_loop(n, args.seconds, False, True, "bf16")[0]))

@@ -1,4 +1,4 @@
-"""Timing shared by the benchmark scripts (imported from their folder: python scripts/<bench>.py)."""
+"""Timing shared by the benchmark scripts (imported from their folder: python benchmarks/<bench>.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Throughput of the rollout pool on a simulated Ray cluster, against the number of actors.
 
-    python scripts/bench_cluster.py [--seconds 20] [--actors 1 2 4 8]
+    python benchmarks/bench_cluster.py [--seconds 20] [--actors 1 2 4 8]
 
 Starts a ray.cluster_utils.Cluster on this machine (a head without CPUs for
 actors, and one worker node of 1 CPU per actor), then for each actor count
@@ -23,7 +23,8 @@ from ray.cluster_utils import Cluster
 from rlscale.config import build_config
 from rlscale.env import probe_spec
 from rlscale.nets import build_network
-from rlscale.rollout import RayPool, flat_weights
+from rlscale.ray_pool import RayPool
+from rlscale.rollout import flat_weights
 
 
 def main() -> None:

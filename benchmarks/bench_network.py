@@ -1,6 +1,6 @@
 """Forward + backward of the Nature CNN alone: fp32, bf16 autocast, channels-last.
 
-    python scripts/bench_network.py [--repeats 10]
+    python benchmarks/bench_network.py [--repeats 10]
 
 At 80 and 640 observations (Pong's 16 and 128 envs x 5 steps), the median
 milliseconds of one forward and backward pass in four variants, run

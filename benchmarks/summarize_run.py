@@ -1,6 +1,6 @@
 """Print a run's noise scales and returns over training, for docs/results.md.
 
-    python scripts/summarize_run.py RUN_DIR [--bins 8]
+    python benchmarks/summarize_run.py RUN_DIR [--bins 8]
 
 For each of B_simple total / policy / value: the first defined value, the
 value after the first 10k agent steps, the average and median over the run,

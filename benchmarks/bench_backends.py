@@ -1,6 +1,6 @@
 """PPO on Pong through both backends, side by side: agent steps per second of training.
 
-    python scripts/bench_backends.py [--frames 60000] [--env pong]
+    python benchmarks/bench_backends.py [--frames 60000] [--env pong]
 
 Runs ``python -m rlscale.train ENV --agent ppo`` with the native engine and
 with ``--backend rllib`` (needs rlscale[rllib]), same settings (the PPO preset:

@@ -1,6 +1,6 @@
 """Resize latency of the Ray actor pool on Pong: grow and shrink, each timed.
 
-    python scripts/bench_resize.py [--repeats 3]
+    python benchmarks/bench_resize.py [--repeats 3]
 
 Two ways of growing, side by side in one run:
 
@@ -25,7 +25,8 @@ import time
 from rlscale.config import build_config
 from rlscale.env import probe_spec
 from rlscale.nets import build_network
-from rlscale.rollout import RayPool, flat_weights
+from rlscale.ray_pool import RayPool
+from rlscale.rollout import flat_weights
 
 
 def main() -> None:

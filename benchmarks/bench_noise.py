@@ -1,7 +1,7 @@
 """Learner time per update with the noise-scale measurement off and on, on Pong.
 
-    python scripts/bench_noise.py [--repeats 30] [--no-bf16] [--envs 16 128] [--only VARIANT ...]
-    python scripts/bench_noise.py --pass-scan [--repeats 9]
+    python benchmarks/bench_noise.py [--repeats 30] [--no-bf16] [--envs 16 128] [--only VARIANT ...]
+    python benchmarks/bench_noise.py --pass-scan [--repeats 9]
 
 At B = 80 and B = 640 observations (16 and 128 envs x 5 steps), one real Pong
 batch each, the learner variants run interleaved round-robin so that machine
@@ -9,7 +9,7 @@ noise hits them alike: measurement off (forward/backward passes of about 128
 rows, the default on CPU, or one pass over the whole batch), total only (k = 4
 group gradients, every update), total + policy/value parts (one extra backward
 pass), each measured both ways (the groups of a pass measured together, the
-default; or one pass per group, as before), "off" and "total" with the
+shared-pass route; or one pass per group), "off" and "total" with the
 convolutions in contiguous layout instead of channels-last, and with the
 network in bf16 autocast (slow on CPUs without bf16 units; leave it out with
 --no-bf16). Prints median milliseconds and the ratios against "off" (fp32).
@@ -33,20 +33,20 @@ from rlscale.env import probe_spec
 from rlscale.nets import build_network
 from rlscale.rollout import SerialPool, flat_weights
 
-ONE_PASS = "one_pass"  # a learner attribute, not a config field
+SHARED_PASS = "shared_pass"  # a field of the learner's gradient route, not a config field
 VARIANTS = {
     "off": {"measure_noise": False},
-    # Issue 9: the whole batch in one forward/backward pass instead of passes of ~128 rows.
+    # The whole batch in one forward/backward pass instead of passes of ~128 rows.
     "off, one pass": {"measure_noise": False, "learner_chunk_rows": 1_000_000},
-    # Issue 9: the convolutions in plain contiguous (NCHW) layout instead of channels-last.
+    # The convolutions in plain contiguous (NCHW) layout instead of channels-last.
     "off, contiguous": {"measure_noise": False, "channels_last": False},
     "total, contiguous": {"measure_noise": True, "noise_parts_every": 0, "channels_last": False},
     "total (k=4)": {"measure_noise": True, "noise_parts_every": 0},
     "total + parts": {"measure_noise": True, "noise_parts_every": 1},
-    # Issue 9: the earlier measurement, a forward and backward pass per group.
-    "total, per group": {"measure_noise": True, "noise_parts_every": 0, ONE_PASS: False},
-    "t + parts, per group": {"measure_noise": True, "noise_parts_every": 1, ONE_PASS: False},
-    # Issue 9: the same update with the network in bf16 autocast (--learner-precision bf16).
+    # The per-group route only: a forward and backward pass per env group.
+    "total, per group": {"measure_noise": True, "noise_parts_every": 0, SHARED_PASS: False},
+    "t + parts, per group": {"measure_noise": True, "noise_parts_every": 1, SHARED_PASS: False},
+    # The same update with the network in bf16 autocast (--learner-precision bf16).
     "off, bf16": {"measure_noise": False, "learner_precision": "bf16"},
     "total, bf16": {"measure_noise": True, "noise_parts_every": 0, "learner_precision": "bf16"},
 }
@@ -102,11 +102,11 @@ def main() -> None:
         for name, overrides in VARIANTS.items():
             if (args.no_bf16 and "bf16" in name) or (args.only and name not in args.only and name != "off"):
                 continue
-            config = {k: v for k, v in overrides.items() if k != ONE_PASS}
+            config = {k: v for k, v in overrides.items() if k != SHARED_PASS}
             torch.manual_seed(1)  # the same weights for every variant
             learner = A2CLearner(build_network(spec, "auto", 64),
                                  build_config("pong", None, {"n_envs": n_envs, **config}))
-            learner.one_pass = overrides.get(ONE_PASS, learner.one_pass)
+            learner.route.shared_pass = overrides.get(SHARED_PASS, learner.route.shared_pass)
             learners[name] = learner
         updates = {name: functools.partial(learner.update, batch) for name, learner in learners.items()}
         medians = interleaved_medians(updates, args.repeats)

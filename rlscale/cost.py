@@ -1,0 +1,112 @@
+"""What a batch costs on this machine: T(B) = a + b*B, fitted online (DESIGN §3b). Pure math.
+
+a: seconds of per-update overhead (weight broadcast, the actors' round trip,
+Python, the learner's fixed cost); b: seconds per observation across rollout
+and learner. One update over B observations makes 1/(1 + Bn/B) of a
+full-batch step of progress (paper eq. D.1), so the wall time per unit of
+progress is tau(B) = (a + b*B)(1 + Bn/B), smallest at B* = sqrt((a/b) * Bn):
+eq. D.6 with the exchange rate r = a/b measured instead of guessed.
+
+a and b cannot be told apart from updates at one batch size. The model keeps
+the median time of the recent updates at each batch size it has seen (a
+median, because a few updates stall: garbage collection, a neighbour on the
+core) and fits a line through the most recently seen sizes, so it follows a
+machine or cluster whose speed changes; it is identified once two sizes at
+least ``min_spread`` apart have enough timings each.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Fit:
+    overhead: float  # a, seconds per update
+    per_observation: float  # b, seconds per observation
+
+    @property
+    def exchange_rate(self) -> float:
+        """r = a/b in observations: the batch at which the overhead equals the per-observation cost."""
+        return self.overhead / self.per_observation
+
+    def seconds(self, batch: float) -> float:
+        return self.overhead + self.per_observation * batch
+
+
+def optimal_batch(fit: Fit, noise_scale: float) -> float:
+    """B* = sqrt((a/b) * Bn), the batch with the least wall time per unit of progress."""
+    return math.sqrt(fit.exchange_rate * noise_scale)
+
+
+def time_per_progress(fit: Fit, batch: float, noise_scale: float) -> float:
+    """tau(B) = (a + b*B)(1 + Bn/B): seconds per full-batch step of progress at batch B."""
+    return fit.seconds(batch) * (1.0 + noise_scale / batch)
+
+
+def least_time_per_progress(fit: Fit, noise_scale: float) -> float:
+    """tau(B*) = a + b*Bn + 2*sqrt(a*b*Bn) (finite also where a = 0 puts B* at 0)."""
+    a, b = fit.overhead, fit.per_observation
+    return a + b * noise_scale + 2.0 * math.sqrt(a * b * noise_scale)
+
+
+def predicted_speedup(fit: Fit, batch: float, noise_scale: float) -> float:
+    """tau(B)/tau(B*): how much faster training at B* would progress than at ``batch``."""
+    return time_per_progress(fit, batch, noise_scale) / least_time_per_progress(fit, noise_scale)
+
+
+@dataclass
+class CostModel:
+    """Update times per batch size, and the line T(B) = a + b*B through their medians."""
+
+    window: int = 64  # timings kept per batch size (the median is taken over these)
+    min_samples: int = 5  # timings a batch size needs before it enters the fit
+    sizes_kept: int = 4  # the most recently seen batch sizes the fit uses
+    min_spread: float = 1.25  # identified once the largest fitted size is this factor above the smallest
+    timings: OrderedDict[float, deque[float]] = field(default_factory=OrderedDict)
+
+    def add(self, batch: float, seconds: float) -> None:
+        """One update's time (collection and learning; not logging or checkpoints)."""
+        if not (batch > 0 and math.isfinite(seconds) and seconds > 0):
+            return
+        times = self.timings.pop(batch, None) or deque(maxlen=self.window)
+        times.append(seconds)
+        self.timings[batch] = times  # most recently seen last
+        while len(self.timings) > self.sizes_kept:
+            self.timings.popitem(last=False)
+
+    def points(self) -> list[tuple[float, float, int]]:
+        """(batch, median seconds, timings) of every batch size with enough timings."""
+        return [(b, statistics.median(t), len(t)) for b, t in self.timings.items() if len(t) >= self.min_samples]
+
+    @property
+    def fit(self) -> Fit | None:
+        """The weighted least-squares line through the medians; None until identified.
+
+        A fitted overhead below zero is read as none (a = 0: bigger batches cost no
+        more per observation, so the model asks for the smallest batch); a slope at
+        or below zero as one observation costing a millionth of the overhead.
+        """
+        pts = self.points()
+        if len(pts) < 2 or max(p[0] for p in pts) < self.min_spread * min(p[0] for p in pts):
+            return None
+        w = [math.sqrt(n) for _, _, n in pts]
+        sw = sum(w)
+        mx = sum(wi * b for wi, (b, _, _) in zip(w, pts, strict=True)) / sw
+        my = sum(wi * t for wi, (_, t, _) in zip(w, pts, strict=True)) / sw
+        sxx = sum(wi * (b - mx) ** 2 for wi, (b, _, _) in zip(w, pts, strict=True))
+        sxy = sum(wi * (b - mx) * (t - my) for wi, (b, t, _) in zip(w, pts, strict=True))
+        slope = sxy / sxx
+        overhead = my - slope * mx
+        if slope <= 0:
+            return Fit(max(overhead, my), max(overhead, my) * 1e-6)
+        return Fit(max(overhead, 0.0), slope)
+
+    def state_dict(self) -> dict[str, list]:
+        return {"timings": [[b, list(t)] for b, t in self.timings.items()]}
+
+    def load_state_dict(self, state: dict[str, list]) -> None:
+        self.timings = OrderedDict((float(b), deque(t, maxlen=self.window)) for b, t in state["timings"])

@@ -1,0 +1,136 @@
+"""What the training loop drives: an engine that collects a batch and learns from it.
+
+The loop (``rlscale.trainer``) owns the counters, goals, controller, logging
+and checkpoints; an engine owns the environments and the learner. Two
+engines implement the same small interface: ``NativeEngine`` here (rlscale's
+rollout pool and A2C/PPO learners) and ``RLlibEngine`` in
+``rlscale.integrations.rllib`` (RLlib's PPO with the noise scale plugged in).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from rlscale import tags
+from rlscale.a2c import A2CLearner
+from rlscale.config import Config
+from rlscale.env import EnvSpec, probe_spec
+from rlscale.learner import Learner, resolve_device
+from rlscale.nets import build_network
+from rlscale.noise import NoiseMeter
+from rlscale.ppo import PPOLearner
+from rlscale.rollout import Pool, ResizeReport, SerialPool, flat_weights
+
+LEARNERS: dict[str, type[Learner]] = {"a2c": A2CLearner, "ppo": PPOLearner}
+
+
+@dataclass
+class UpdateResult:
+    """What one update (collect a batch, learn from it) did."""
+
+    agent_steps: int  # fresh observations collected and trained on
+    optimizer_steps: int  # optimizer steps taken
+    optimizer_batch: float  # observations per optimizer step (PPO: the minibatch)
+    episodes: list[tuple[float, int]] = field(default_factory=list)  # (unclipped return, length) finished
+    metrics: dict[str, float] = field(default_factory=dict)  # the engine's own scalars (losses, raw noise)
+    starting_envs: int = 0  # environments still being built, not in this batch
+    warmup_steps: int = 0  # random warm-up steps of environments that joined with this batch
+    skipped_in_a_row: int = 0  # consecutive optimizer steps skipped for a non-finite gradient
+
+
+class Engine(Protocol):
+    noise: NoiseMeter  # the noise-scale averages the controller reads
+
+    def describe(self) -> str:
+        """Where the work runs, for the run's header line."""
+
+    @property
+    def optimizer_steps(self) -> int:
+        """Optimizer steps taken so far (S)."""
+
+    def update(self, lr: float) -> UpdateResult:
+        """Collect one batch and learn from it at learning rate ``lr``."""
+
+    def resize(self, n_envs: int) -> ResizeReport:
+        """Run ``n_envs`` environments from the next update on."""
+
+    def save(self, prefix: Path) -> dict[str, Any]:
+        """The engine's checkpoint state (files it writes are named ``prefix`` + a suffix)."""
+
+    def close(self) -> None: ...
+
+
+def make_pool(cfg: Config, spec: EnvSpec) -> Pool:
+    if cfg.run.serial:
+        return SerialPool(cfg, spec)
+    from rlscale.ray_pool import RayPool  # Ray only where actors are asked for
+
+    return RayPool(cfg, spec)
+
+
+class NativeEngine:
+    """rlscale's rollout pool (Ray actors, or serial) and an A2C or PPO learner.
+
+    One update: weights -> pool -> batch -> learner (grouped gradients, noise
+    meter, optimizer step). ``__init__`` wires the parts; a checkpoint's state
+    restores the learner and the random state, and the pool starts with the
+    env count the run had.
+    """
+
+    def __init__(self, cfg: Config, n_envs: int, state: dict[str, Any] | None = None) -> None:
+        torch.set_num_threads(cfg.run.learner_threads or os.cpu_count() or 1)
+        torch.manual_seed(cfg.run.seed)
+        np.random.seed(cfg.run.seed)
+        spec = probe_spec(cfg.env)
+        model = build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden)
+        self.cfg = cfg
+        self.learner = LEARNERS[cfg.agent.algo](model.to(resolve_device(cfg.run.learner_device)), cfg)
+        if state is not None:
+            self.learner.load_state_dict(state["learner"])
+            torch.set_rng_state(state["torch_rng"])
+        self.pool = make_pool(replace(cfg, env=replace(cfg.env, n_envs=n_envs)), spec)
+        self.noise = self.learner.noise
+
+    def describe(self) -> str:
+        return f"{self.pool.describe()} | learner on {self.learner.device}"
+
+    @property
+    def optimizer_steps(self) -> int:
+        return self.learner.updates
+
+    @property
+    def start_warmup_steps(self) -> int:
+        """Random warm-up steps of the environments built when the pool started."""
+        return self.pool.warmup_steps
+
+    def update(self, lr: float) -> UpdateResult:
+        start = time.perf_counter()
+        batch = self.pool.collect(flat_weights(self.learner.model))
+        collected = time.perf_counter()
+        steps_before = self.learner.updates
+        metrics = self.learner.update(batch, lr)
+        metrics[tags.ROLLOUT_SECONDS] = collected - start
+        metrics[tags.LEARNER_SECONDS] = time.perf_counter() - collected
+        return UpdateResult(
+            agent_steps=batch.size, optimizer_steps=self.learner.updates - steps_before,
+            optimizer_batch=batch.n_envs * self.cfg.observations_per_env,
+            episodes=[(e.episode_return, e.length) for e in batch.episodes], metrics=metrics,
+            starting_envs=batch.starting_envs, warmup_steps=batch.warmup_steps,
+            skipped_in_a_row=self.learner.skipped_in_a_row)
+
+    def resize(self, n_envs: int) -> ResizeReport:
+        # New environments warm up in the background and join a few updates later.
+        return self.pool.resize(n_envs, background=True)
+
+    def save(self, prefix: Path) -> dict[str, Any]:  # noqa: ARG002 - everything fits in the state
+        return {"learner": self.learner.state_dict(), "torch_rng": torch.get_rng_state()}
+
+    def close(self) -> None:
+        self.pool.close()

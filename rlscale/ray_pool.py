@@ -1,0 +1,228 @@
+"""The Ray actor pool: one RolloutWorker per Ray actor, placement, resizing, failures.
+
+The one module of the engine that imports Ray (Ray Tune lives in ``sweep``,
+RLlib in ``integrations``; both start Ray through ``ray_session`` here).
+Every update the learner's weights go into the object store once and every
+actor steps its environments with them; the bookkeeping of which worker holds
+which vector envs is the Ray-free ``rollout.Pool``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError
+
+from rlscale.config import Config
+from rlscale.env import EnvSpec
+from rlscale.errors import ActorFailures, UserError
+from rlscale.rollout import Batch, Pool, RolloutWorker, SerialPool
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Ray retries an unreachable GCS for minutes; a plain TCP probe fails in seconds."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"--address must be auto or HOST:PORT, got '{address}'")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as err:
+        raise UserError(
+            f"cannot reach a Ray cluster at {address} ({err.strerror or err}); start one with "
+            "'ray start --head' or drop --address to run on this machine"
+        ) from None
+
+
+def init_ray(address: str, log_to_driver: bool = True) -> bool:
+    """Start an embedded Ray, or join the cluster at ``address``; True when this call started it."""
+    if ray.is_initialized():
+        return False
+    if address and address != "auto":
+        _check_reachable(address)
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    try:
+        if address:
+            ray.init(address=address, logging_level="ERROR", log_to_driver=log_to_driver)
+        else:
+            ray.init(include_dashboard=False, logging_level="ERROR", log_to_driver=log_to_driver)
+    except (ConnectionError, RuntimeError, ValueError) as err:
+        where = f"at '{address}'" if address else "embedded"
+        raise UserError(
+            f"cannot start or reach Ray {where} ({str(err).splitlines()[0]}); "
+            "check the address, or drop --address to run on this machine"
+        ) from None
+    return True
+
+
+@contextmanager
+def ray_session(address: str, log_to_driver: bool = True) -> Iterator[None]:
+    """Ray for the duration of a block; shut down afterwards only if the block started it."""
+    started = init_ray(address, log_to_driver)
+    try:
+        yield
+    finally:
+        if started and ray.is_initialized():
+            ray.shutdown()
+
+
+def actor_cpu_share(node_cpus: list[float], n_actors: int) -> float:
+    """The largest share 1/m of a CPU (at most 1) such that n_actors of them fit on the nodes.
+
+    Equal fractional shares must pack node by node: three 1-CPU nodes hold
+    four actors at 1/2 CPU each, not at 3/4 (only one 3/4 fits on a node).
+    """
+    for m in range(1, n_actors + 1):
+        if sum(int(c * m + 1e-9) for c in node_cpus) >= n_actors:
+            return 1.0 / m
+    return 1.0 / n_actors  # no CPUs reported at all: let Ray queue them
+
+
+def _alive_node_cpus() -> list[float]:
+    return [n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n.get("Alive")]
+
+
+class RayWorker(RolloutWorker):
+    """A RolloutWorker that can say which Ray node it runs on."""
+
+    def node_id(self) -> str:
+        """The Ray node of this actor; also a readiness probe."""
+        return ray.get_runtime_context().get_node_id()
+
+
+class RayPool(Pool):
+    """One RolloutWorker per Ray actor, spread over the cluster's nodes.
+
+    A worker that dies (killed, out of memory, an environment crash, its node
+    lost) is replaced by a new actor with fresh environments (new ids; the
+    dead ones' unfinished episodes are lost) and only its part of the update
+    is collected again, so the update keeps its full batch and the surviving
+    workers' fragments, finished episodes included, are kept.
+    """
+
+    PLACEMENT_TIMEOUT = 10.0  # seconds a replacement actor may wait for a CPU
+
+    def __init__(self, cfg: Config, spec: EnvSpec) -> None:
+        super().__init__(cfg, cfg.run.n_actors)
+        self.owns_ray = not ray.is_initialized()  # shut down on close only what we started
+        init_ray(cfg.run.address)
+        # Honest resources: a worker keeps one core busy while it steps; where
+        # there are fewer cores than workers they share them, in equal shares
+        # that pack onto the nodes (see actor_cpu_share).
+        self.actor_cpus = actor_cpu_share(_alive_node_cpus(), cfg.run.n_actors)
+        self.spec = spec
+        self.failures = 0
+        self.unconfirmed: list = []  # background resize orders not yet confirmed
+        self.actors = [self._new_actor(i) for i in range(cfg.run.n_actors)]
+        self.resize(cfg.env.n_envs)
+
+    def _new_actor(self, index: int, cpus: float | None = None):
+        remote = ray.remote(RayWorker).options(
+            num_cpus=self.actor_cpus if cpus is None else cpus, scheduling_strategy="SPREAD",
+            max_restarts=0)
+        seed = self.cfg.run.seed * 7919 + index + 1_000 * self.failures
+        return remote.remote(self.cfg, self.spec, seed, 1)
+
+    def describe(self) -> str:
+        nodes = len(set(self.placement()))
+        return (f"{len(self.actors)} Ray actors on {nodes} node{'s' if nodes > 1 else ''} "
+                f"({self.actor_cpus:.2g} CPU each)")
+
+    def placement(self) -> list[str]:
+        """The node id of each actor."""
+        return ray.get([actor.node_id.remote() for actor in self.actors])
+
+    def worker_pids(self) -> list[int]:
+        """The process id of each actor (for monitoring, and for tests that kill one)."""
+        return ray.get([actor.pid.remote() for actor in self.actors])
+
+    def _start_replacement(self, w: int):
+        """A new actor for slot w, on whatever nodes are left.
+
+        After a node is lost the surviving nodes' CPUs may all be reserved by
+        the other actors. Then the replacement is started without a CPU
+        reservation (it shares the survivors' cores, which is what running the
+        same environments on fewer machines means) and the console says so.
+        """
+        actor = self._new_actor(w)
+        try:
+            ray.get(actor.node_id.remote(), timeout=self.PLACEMENT_TIMEOUT)
+            return actor
+        except GetTimeoutError:
+            ray.kill(actor)
+        print(f"no free CPU for a replacement rollout actor after {self.PLACEMENT_TIMEOUT:.0f} s; "
+              "starting it without a CPU reservation on the nodes left", flush=True)
+        actor = self._new_actor(w, cpus=0.0)
+        try:
+            ray.get(actor.node_id.remote(), timeout=6 * self.PLACEMENT_TIMEOUT)
+        except GetTimeoutError:
+            ray.kill(actor)
+            raise ActorFailures("no node can take a replacement rollout actor; check the cluster") from None
+        return actor
+
+    def _apply(self, adds, removes, background) -> int:
+        refs = []
+        for w, actor in enumerate(self.actors):
+            mine = [(ids, seed) for worker, ids, seed in adds if worker == w]
+            n_removes = removes.count(w)
+            if mine or n_removes:
+                refs.append(actor.resize.remote(mine, n_removes, background))
+        if background:
+            # Not waited for: an actor runs its calls in order, so the order is taken
+            # before its next rollout, and starting emulators hold the GIL of the actor
+            # for a moment (ALE's constructor), which would otherwise block this loop.
+            self.unconfirmed.extend(refs)
+            return 0
+        return sum(ray.get(refs))
+
+    def _replace(self, w: int) -> None:
+        """A new actor in slot w with as many fresh vector envs as the dead one had."""
+        self.failures += 1
+        if self.failures > self.cfg.run.max_actor_failures:
+            raise ActorFailures(
+                f"{self.failures} rollout actor failures (limit --max-actor-failures "
+                f"{self.cfg.run.max_actor_failures}); check the environment and memory"
+            )
+        print(f"rollout actor {w} died; replacing it ({self.failures} failures so far)", flush=True)
+        self.actors[w] = self._start_replacement(w)
+        adds = [self.actors[w].add_vector_env.remote(*self._new_vector_ids())
+                for _ in range(self.vector_envs_per_worker[w])]
+        self.warmup_steps += sum(ray.get(adds))
+
+    def _collect_once(self, weights: np.ndarray) -> Batch:
+        weights_ref = ray.put(weights)  # broadcast once through the object store
+        n_steps = self.cfg.agent.n_steps
+        pending = {w: self.actors[w].rollout.remote(weights_ref, n_steps)
+                   for w, count in enumerate(self.vector_envs_per_worker) if count > 0}
+        fragments: dict[int, Batch] = {}
+        while pending:
+            w, ref = next(iter(pending.items()))
+            try:
+                fragments[w] = ray.get(ref)
+                del pending[w]
+            except RayActorError:
+                self._replace(w)
+                pending[w] = self.actors[w].rollout.remote(weights_ref, n_steps)
+        # Done by now (each ran before its actor's rollout); a dead actor's order is moot.
+        unconfirmed, self.unconfirmed = self.unconfirmed, []
+        for ref in unconfirmed:
+            try:
+                ray.get(ref)
+            except RayActorError:
+                pass
+        return Batch.concat([fragments[w] for w in sorted(fragments)])
+
+    def close(self) -> None:
+        for actor in self.actors:
+            ray.kill(actor)
+        self.actors = []
+        if self.owns_ray and ray.is_initialized():
+            ray.shutdown()
+
+
+def make_pool(cfg: Config, spec: EnvSpec) -> Pool:
+    return SerialPool(cfg, spec) if cfg.run.serial else RayPool(cfg, spec)

@@ -1,0 +1,180 @@
+"""``python -m rlscale.study SWEEP_DIR``: fixed batches against ``--batch auto``, over seeds.
+
+Reads the runs of a sweep made with ``python -m rlscale.sweep ... --auto``
+(or any run directories) and groups them into variants: each fixed optimizer
+batch, and each adaptive batch control. For every goal it prints, per
+variant, how many seeds reached it and the median wall time, optimizer steps
+S and examples E with 95 % bootstrap intervals over the seeds (a seed that
+never reached the goal counts as infinitely slow, so a median exists only when
+most seeds got there). Then, for the adaptive runs: the speed-up their cost
+model predicted (time-weighted mean of ``batch/predicted_speedup``) next to
+the one realised against the fixed batch they started from. A PNG shows the
+wall time to each goal per variant, one dot per seed.
+
+Wall times compare only between runs under the same load: a sweep runs every
+trial as one serial process with one torch thread, at most one per CPU.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rlscale import tags
+from rlscale.cli import Parser, writable_dir
+from rlscale.errors import UserError, exits_cleanly
+from rlscale.pareto import optimizer_batch
+from rlscale.plot import save_figure
+from rlscale.runs import RunRecord, find_runs, format_number, goals_of, load_run
+
+BOOTSTRAP_RESAMPLES = 10_000
+
+
+def variant_of(run: RunRecord) -> str:
+    """'fixed 80' for a fixed optimizer batch, else the batch control with its first batch ('auto from 80')."""
+    if run.cfg.control.batch == "fixed":
+        return f"fixed {optimizer_batch(run):g}"
+    start = run.cfg.env.n_envs * run.cfg.observations_per_env
+    return f"{run.cfg.control.batch} from {start:g}"
+
+
+def median_interval(values: np.ndarray, seed: int = 0) -> tuple[float, float, float]:
+    """The median and its 95 % percentile-bootstrap interval (inf where most resamples did not finish)."""
+    rng = np.random.default_rng(seed)
+    resamples = rng.choice(values, size=(BOOTSTRAP_RESAMPLES, values.size), replace=True)
+    medians = np.sort(np.median(resamples, axis=1))
+    # Order statistics, not interpolation: an interval end may be inf (most seeds did not finish).
+    low, high = medians[int(0.025 * BOOTSTRAP_RESAMPLES)], medians[int(0.975 * BOOTSTRAP_RESAMPLES) - 1]
+    return float(np.median(values)), float(low), float(high)
+
+
+@dataclass
+class Cell:
+    """One variant at one goal, over its seeds."""
+
+    variant: str
+    goal: float
+    seeds: int
+    reached: int
+    wall: tuple[float, float, float]  # median, low, high (seconds; inf: not reached by most)
+    updates: tuple[float, float, float]
+    examples: tuple[float, float, float]
+    walls: list[float]  # per seed (inf where not reached)
+
+
+def cells(runs: list[RunRecord], goals: list[float]) -> list[Cell]:
+    by_variant: dict[str, list[RunRecord]] = {}
+    for run in runs:
+        by_variant.setdefault(variant_of(run), []).append(run)
+    out = []
+    for goal in goals:
+        for variant, group in sorted(by_variant.items(), key=lambda kv: _order(kv[0])):
+            hits = [run.goal(goal) for run in group]
+            walls = np.array([h.wall_seconds if h and h.wall_seconds is not None else math.inf for h in hits])
+            updates = np.array([h.updates if h else math.inf for h in hits])
+            examples = np.array([h.examples if h else math.inf for h in hits])
+            out.append(Cell(variant, goal, len(group), sum(h is not None for h in hits),
+                            median_interval(walls), median_interval(updates), median_interval(examples),
+                            walls.tolist()))
+    return out
+
+
+def _order(variant: str) -> tuple[int, float]:
+    kind, _, size = variant.partition(" ")
+    return (0 if kind == "fixed" else 1, float(size.split()[-1]) if size else 0.0)
+
+
+def _interval(values: tuple[float, float, float], scale: float = 1.0, spec: str = ",.0f") -> str:
+    median, low, high = (v / scale for v in values)
+    if not math.isfinite(median):
+        return "not reached"
+    return f"{format_number(median, spec)} [{format_number(low, spec)}, {format_number(high, spec)}]"
+
+
+def print_table(table: list[Cell]) -> None:
+    print(f"{'goal':>6s}  {'variant':16s} {'reached':>7s}  {'wall min [95% CI]':26s} "
+          f"{'optimizer steps S':26s} {'examples E':28s}")
+    for c in table:
+        print(f"{c.goal:6g}  {c.variant:16s} {c.reached:>3d}/{c.seeds:<3d}  {_interval(c.wall, 60, ',.2f'):26s} "
+              f"{_interval(c.updates):26s} {_interval(c.examples):28s}")
+
+
+def predicted_speedup(run: RunRecord) -> float | None:
+    """The cost model's predicted speed-up of B* over the batch in use, averaged over training time."""
+    if tags.PREDICTED_SPEEDUP not in run.scalars or tags.UPDATE_SECONDS not in run.scalars:
+        return None
+    steps, speedup = run.scalars[tags.PREDICTED_SPEEDUP]
+    seconds = np.interp(steps, *run.scalars[tags.UPDATE_SECONDS])
+    return float(np.sum(speedup * seconds) / np.sum(seconds))
+
+
+def print_speedups(runs: list[RunRecord], table: list[Cell]) -> None:
+    adaptive = [r for r in runs if r.cfg.control.batch != "fixed"]
+    if not adaptive:
+        return
+    top = max(c.goal for c in table)
+    print(f"\nadaptive runs: predicted vs realised speed-up (realised: median wall time to {top:g} of the "
+          "fixed batch they started from / their own)")
+    for variant in sorted({variant_of(r) for r in adaptive}):
+        own = next(c for c in table if c.variant == variant and c.goal == top)
+        start = f"fixed {variant.split()[-1]}"
+        base = next((c for c in table if c.variant == start and c.goal == top), None)
+        predicted = [p for p in (predicted_speedup(r) for r in adaptive if variant_of(r) == variant) if p]
+        realised = base.wall[0] / own.wall[0] if base and math.isfinite(own.wall[0]) else math.nan
+        print(f"  {variant}: predicted {format_number(np.median(predicted) if predicted else None, '.2f')}x "
+              f"(median over {len(predicted)} runs), realised {format_number(realised, '.2f')}x")
+
+
+def plot_walls(table: list[Cell], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    goals = sorted({c.goal for c in table})
+    fig, axes = plt.subplots(1, len(goals), figsize=(4.5 * len(goals), 4), squeeze=False)
+    for ax, goal in zip(axes[0], goals, strict=True):
+        row = [c for c in table if c.goal == goal]
+        for i, c in enumerate(row):
+            finite = [w / 60 for w in c.walls if math.isfinite(w)]
+            ax.plot([i] * len(finite), finite, "o", alpha=0.6, color="tab:blue" if "fixed" in c.variant else "tab:red")
+            if math.isfinite(c.wall[0]):
+                ax.errorbar(i + 0.2, c.wall[0] / 60, yerr=[[(c.wall[0] - c.wall[1]) / 60],
+                                                          [(min(c.wall[2], 1e12) - c.wall[0]) / 60]],
+                            fmt="s", color="black", capsize=3)
+        ax.set_xticks(range(len(row)), [c.variant for c in row], rotation=45, ha="right")
+        ax.set_title(f"goal {goal:g}")
+        ax.set_ylabel("wall time to goal (min)")
+    fig.tight_layout()
+    save_figure(fig, out)
+
+
+@exits_cleanly
+def main(argv: list[str] | None = None) -> int:
+    p = Parser(prog="python -m rlscale.study", description=__doc__.splitlines()[0])
+    p.add_argument("paths", type=Path, nargs="+", help="a sweep directory (made with --auto), or run directories")
+    p.add_argument("--goals", type=float, nargs="+", help="score goals (default: the runs' presets)")
+    p.add_argument("--out", type=Path, help="the PNG (default: study.png in the sweep directory)")
+    args = p.parse_args(argv)
+    runs = [load_run(path) for path in find_runs(args.paths)]
+    goals = goals_of(runs, args.goals)
+    if not goals:
+        raise UserError("no goals: give --goals (the runs' presets name none)")
+    table = cells(runs, goals)
+    print(f"{len(runs)} runs in {len({c.variant for c in table})} variants; goals {', '.join(f'{g:g}' for g in goals)}")
+    print_table(table)
+    print_speedups(runs, table)
+    out = args.out or (args.paths[0] / "study.png" if len(args.paths) == 1 and args.paths[0].is_dir()
+                       else Path("study.png"))
+    writable_dir(out.parent, "--out")
+    plot_walls(table, out)
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

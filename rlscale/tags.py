@@ -1,0 +1,54 @@
+"""TensorBoard scalar tags: one definition, imported by the writers and the readers.
+
+Namespaces as SB3 and CleanRL use them: ``rollout/`` (episodes), ``train/``
+(losses, optimizer, counters), ``noise/`` (the noise scale), ``batch/`` (the
+batch size and its control), ``perf/`` (time). Every scalar's step is agent steps.
+"""
+
+from __future__ import annotations
+
+PARTS = ("total", "policy", "value")  # the loss parts the noise scale is measured for
+
+EPISODE_RETURN = "rollout/episode_return"  # unclipped game score of one episode
+EPISODE_LENGTH = "rollout/episode_length"  # agent steps
+
+LR = "train/lr"  # learning rate of the update's optimizer steps
+UPDATES = "train/updates"  # optimizer steps S so far
+EXAMPLES = "train/examples"  # observations the optimizer consumed, E
+GRAD_NORM = "train/grad_norm"
+SKIPPED_UPDATES = "train/skipped_updates"
+EXPLAINED_VARIANCE = "train/explained_variance"
+
+
+def loss_stat(name: str) -> str:
+    """A loss statistic of the update: policy_loss, value_loss, entropy, approx_kl, ..."""
+    return f"train/{name}"
+
+
+def noise(quantity: str, part: str | None = None) -> str:
+    """noise/<quantity>_<part>; without a part, the controller's signal (noise/<quantity>).
+
+    quantity: b_simple, grad_sq, trace_sigma (EMAs) or raw_grad_sq, raw_trace_sigma
+    (one update's unbiased estimates).
+    """
+    return f"noise/{quantity}" if part is None else f"noise/{quantity}_{part}"
+
+
+B_SIMPLE = noise("b_simple")  # the controller's signal
+
+N_ENVS = "batch/n_envs"  # environments, counting those still starting
+STARTING_ENVS = "batch/starting_envs"
+SIZE = "batch/size"  # observations this update trained on
+OPTIMIZER_BATCH = "batch/optimizer_batch"  # observations per optimizer step (PPO: the minibatch)
+TARGET = "batch/target"  # the batch the controller aims at
+RESIZE_SECONDS = "batch/resize_seconds"
+EXCHANGE_RATE = "batch/exchange_rate"  # r = a/b of the cost model, in optimizer-batch observations
+PREDICTED_SPEEDUP = "batch/predicted_speedup"  # time per unit of progress at this batch / at B*
+
+STEPS_PER_S = "perf/steps_per_s"
+ROLLOUT_SECONDS = "perf/rollout_seconds"
+LEARNER_SECONDS = "perf/learner_seconds"
+WALL_SECONDS = "perf/wall_seconds"  # training time so far, summed over resumed sessions
+UPDATE_SECONDS = "perf/update_seconds"  # collection and learning of this update (what the cost model fits)
+OVERHEAD_SECONDS = "perf/overhead_seconds"  # a of T(B) = a + b*B
+SECONDS_PER_OBSERVATION = "perf/seconds_per_observation"  # b, per observation collected and trained on

@@ -1,0 +1,128 @@
+"""The cost model T(B) = a + b*B and the wall-time-optimal batch (DESIGN §3b) against known answers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rlscale.config import ControlConfig
+from rlscale.control import BatchController
+from rlscale.cost import (
+    CostModel,
+    Fit,
+    least_time_per_progress,
+    optimal_batch,
+    predicted_speedup,
+    time_per_progress,
+)
+
+
+@pytest.mark.parametrize("sizes", [(80, 320), (80, 160, 320), (40, 640)])
+def test_cost_model_recovers_a_and_b_from_noisy_timings(sizes):
+    """a = 52 ms, b = 0.47 ms per observation; 10 % multiplicative noise and a few 5x stalls."""
+    rng = np.random.default_rng(len(sizes))
+    model = CostModel()
+    for _ in range(64):
+        for batch in sizes:
+            seconds = (0.052 + 0.00047 * batch) * rng.lognormal(0.0, 0.1)
+            if rng.random() < 0.05:
+                seconds *= 5  # a stall: the median ignores it
+            model.add(batch, seconds)
+    fit = model.fit
+    assert fit.overhead == pytest.approx(0.052, rel=0.10)
+    assert fit.per_observation == pytest.approx(0.00047, rel=0.10)
+
+
+def test_one_batch_size_does_not_identify_the_model():
+    model = CostModel()
+    for _ in range(50):
+        model.add(80, 0.09)
+    assert model.fit is None
+    for _ in range(4):  # fewer timings than min_samples at the second size
+        model.add(160, 0.13)
+    assert model.fit is None
+    model.add(160, 0.13)
+    assert model.fit is not None
+
+
+def test_the_model_follows_a_machine_that_changes():
+    """Only the most recently seen sizes are fitted: a cluster that gained nodes replaces old timings."""
+    model = CostModel(sizes_kept=2)
+    for batch in (80, 160):
+        for _ in range(10):
+            model.add(batch, 0.05 + 0.001 * batch)
+    for batch in (320, 640):  # faster per observation now
+        for _ in range(10):
+            model.add(batch, 0.05 + 0.0001 * batch)
+    assert model.fit.per_observation == pytest.approx(0.0001, rel=1e-6)
+
+
+def test_optimal_batch_and_speedup_by_hand():
+    """The issue's worked example: a = 52 ms, b = 0.47 ms, r ~ 110; Bn = 2,700 at a fixed 80."""
+    fit = Fit(0.052, 0.00047)
+    assert fit.exchange_rate == pytest.approx(110.6, rel=1e-3)
+    b_star = optimal_batch(fit, 2700)
+    assert b_star == pytest.approx(math.sqrt(0.052 / 0.00047 * 2700))  # 546.6
+    # tau(80) = (0.052 + 0.0376) * (1 + 2700/80) = 0.0896 * 34.75 = 3.1136
+    assert time_per_progress(fit, 80, 2700) == pytest.approx(3.1136, rel=1e-4)
+    # tau(B*) = a + b*Bn + 2*sqrt(a*b*Bn) = 0.052 + 1.269 + 2*sqrt(0.065988) = 1.83476
+    assert time_per_progress(fit, b_star, 2700) == pytest.approx(1.83476, rel=1e-4)
+    assert least_time_per_progress(fit, 2700) == pytest.approx(1.83476, rel=1e-4)
+    assert predicted_speedup(fit, 80, 2700) == pytest.approx(3.1136 / 1.83476, rel=1e-3)  # 1.70x
+    assert predicted_speedup(fit, b_star, 2700) == pytest.approx(1.0)
+
+
+def test_degenerate_fits_stay_usable():
+    flat = CostModel()  # time does not grow with the batch: bigger is free per observation
+    for batch in (80, 160):
+        for _ in range(5):
+            flat.add(batch, 0.1)
+    assert flat.fit.per_observation > 0 and flat.fit.exchange_rate > 1e5
+    proportional = CostModel()  # no overhead at all: the smallest batch wins
+    for batch in (80, 160):
+        for _ in range(5):
+            proportional.add(batch, 0.001 * batch - 0.005)
+    assert proportional.fit.overhead == 0.0
+    assert optimal_batch(proportional.fit, 500) == 0.0  # the controller's bounds take it from there
+    assert predicted_speedup(proportional.fit, 80, 500) == pytest.approx((1 + 500 / 80) / (500 / 80))
+
+
+def auto(**kw) -> BatchController:
+    base = dict(batch="auto", min_envs=4, max_envs=256, hysteresis=1.5, max_resize_factor=2.0,
+                cooldown=100, lr_rule="none")
+    return BatchController(ControlConfig(**{**base, **kw}), observations_per_env=5, vector_size=4)
+
+
+def test_auto_holds_without_a_model_or_an_estimate():
+    c = auto()
+    d = c.step(16, None, 80, 7e-4)
+    assert d.n_envs == 16 and "no noise-scale" in d.reason
+    d = c.step(16, 500.0, 80, 7e-4)  # an estimate, but the batch is not timed yet
+    assert d.n_envs == 16 and d.target_batch is None and "cost model" in d.reason
+
+
+def test_auto_probes_a_second_size_then_targets_b_star():
+    c = auto()
+    for _ in range(5):
+        c.cost.add(80, 0.052 + 0.00047 * 80)
+    d = c.step(16, 500.0, 400, 7e-4)
+    assert d.n_envs == 32 and "probe" in d.reason  # the largest allowed factor
+    for _ in range(5):
+        c.cost.add(160, 0.052 + 0.00047 * 160)
+    c.observations_since_resize = 1000
+    d = c.step(32, 2700.0, 160, 7e-4)
+    b_star = math.sqrt(0.052 / 0.00047 * 2700)  # 547: 109 envs of 5 observations, capped at 2x
+    assert d.target_batch == pytest.approx(b_star, rel=1e-6)
+    assert d.n_envs == 64 and "B* = sqrt(r 111 x B_simple 2,700) = 547" in d.reason
+
+
+def test_auto_state_round_trips_the_cost_model():
+    c = auto()
+    for batch in (80, 160):
+        for _ in range(5):
+            c.cost.add(batch, 0.05 + 0.001 * batch)
+    clone = auto()
+    clone.load_state_dict(c.state_dict())
+    assert clone.cost.fit == c.cost.fit
