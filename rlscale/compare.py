@@ -19,7 +19,7 @@ from rlscale.cli import Parser, writable_file
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.goals import GOAL_WINDOW, smoothed_returns
 from rlscale.plot import save_figure
-from rlscale.runs import RunRecord, find_runs, format_number, goals_of, load_run
+from rlscale.runs import RunRecord, format_number, goals_of, load_runs
 
 
 def _minutes(seconds: float | None) -> str:
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--csv", type=Path, help="also write the table as CSV")
     args = p.parse_args(argv)
     writable_file(args.out, ".png")
-    runs = [load_run(path) for path in find_runs(args.runs)]
+    runs = load_runs(args.runs)
     envs = {r.cfg.env.env_id for r in runs}
     if len(envs) > 1:
         print(f"note: the runs train different environments ({', '.join(sorted(envs))})", file=sys.stderr)

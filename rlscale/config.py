@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlscale import tags
 from rlscale.errors import UserError
 from rlscale.goals import GOAL_WINDOW
 
@@ -86,7 +87,7 @@ class ControlConfig:
                      ("fixed", "critical", "sqrt", "auto"))
     # total: measured every update at near-zero cost, and within 1.4x of the fitted
     # B_crit on the CartPole study's well-determined goals (docs/results.md).
-    signal: str = opt("total", "noise scale the controller follows", ("total", "policy", "value"))
+    signal: str = opt("total", "noise scale the controller follows", tags.PARTS)
     r: float = opt(1000.0, "sqrt mode: exchange rate r in examples per step (B = sqrt(r * B_simple))")
     min_envs: int = opt(4, "fewest environments the controller may use")
     max_envs: int = opt(256, "most environments the controller may use")

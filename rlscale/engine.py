@@ -55,6 +55,10 @@ class Engine(Protocol):
     def optimizer_steps(self) -> int:
         """Optimizer steps taken so far (S)."""
 
+    @property
+    def start_warmup_steps(self) -> int:
+        """Random warm-up steps of the environments built when the engine started."""
+
     def update(self, lr: float) -> UpdateResult:
         """Collect one batch and learn from it at learning rate ``lr``."""
 

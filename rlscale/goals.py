@@ -41,6 +41,32 @@ class GoalWindow:
         return mean is not None and mean >= goal
 
 
+class GoalForecast:
+    """When the goal window's mean will reach a goal, from its recent trend (a line through its history).
+
+    Points are taken at most every ``spacing`` agent steps; the forecast uses the last
+    ``points`` of them and exists only while the mean is rising.
+    """
+
+    def __init__(self, spacing: float, points: int = 10) -> None:
+        self.spacing = spacing
+        self.history: deque[tuple[float, float]] = deque(maxlen=points)
+
+    def add(self, step: float, mean: float | None) -> None:
+        if mean is not None and (not self.history or step - self.history[-1][0] >= self.spacing):
+            self.history.append((step, mean))
+
+    def expected_step(self, goal: float) -> float | None:
+        """The agent step at which the trend line reaches ``goal``; None without a rising trend."""
+        if len(self.history) < 4:
+            return None
+        steps, means = np.array(self.history).T
+        slope, intercept = np.polyfit(steps, means, 1)
+        if slope <= 0:
+            return None
+        return max(float(steps[-1]), (goal - intercept) / slope)
+
+
 def rolling_mean(values: np.ndarray, window: int = GOAL_WINDOW) -> np.ndarray:
     """Mean of the last ``window`` values at each point (fewer at the start)."""
     sums = np.cumsum(np.insert(values.astype(float), 0, 0.0))

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from rlscale import tags
+
 # The loss over a set of batch rows: (mean policy part, mean value part, statistics to average).
 LossParts = tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]
 RowsLoss = Callable[[np.ndarray], LossParts]
@@ -201,7 +203,7 @@ def _per_group_backward(params: list[torch.nn.Parameter], loss: RowsLoss, groups
     """
     sizes = [int(g.size) for g in groups]
     total_size = float(sum(sizes))
-    names = ["total", "policy", "value"] if parts else ["total"]
+    names = list(tags.PARTS) if parts else ["total"]
     gram_layers = list(gram_layers) if measure else []
     gram_ids = {id(layer.weight) for layer in gram_layers}
     autograd_params = [p for p in params if id(p) not in gram_ids]

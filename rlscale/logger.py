@@ -17,6 +17,16 @@ def _fmt(value: float | None, spec: str = ",.0f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def duration(seconds: float) -> str:
+    """3h05m, 12m30s, 45s."""
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
 class StepRate:
     """Agent steps per second over windows of at least ``window`` seconds (both backends)."""
 
@@ -50,17 +60,26 @@ class RunLogger:
 
     def progress(self, step: int, total: int, steps_per_s: float, window: GoalWindow, n_envs: int,
                  signal: float | None, signal_name: str, lr: float, force: bool = False,
-                 interval: float = 10.0, starting_envs: int = 0) -> bool:
-        """Print a progress line if ``interval`` seconds passed; True when it printed."""
+                 interval: float = 10.0, starting_envs: int = 0,
+                 next_goal: tuple[float, float | None] | None = None) -> bool:
+        """Print a progress line if ``interval`` seconds passed; True when it printed.
+
+        The line ends with the time the rest of the budget takes at the current rate,
+        and ``next_goal`` (goal, the agent step the return's trend reaches it, if rising).
+        """
         now = time.monotonic()
         if not force and now - self.last_print < interval:
             return False
         self.last_print = now
+        eta = f"  ETA {duration((total - step) / steps_per_s)}" if steps_per_s > 0 and step < total else ""
+        if next_goal is not None and next_goal[1] is not None and steps_per_s > 0:
+            goal, at = next_goal
+            eta += f" (goal {goal:g} at ~{at:,.0f} steps, {duration((at - step) / steps_per_s)})"
         print(
             f"[{min(100.0, 100 * step / total):5.1f}%] steps {step:,}  {steps_per_s:,.0f}/s  "
             f"return {_fmt(window.mean, '.1f')} (last {len(window.returns)})  "
             f"B_simple[{signal_name}] {_fmt(signal)}  n_envs {n_envs}"
-            + (f" (+{starting_envs} starting)" if starting_envs else "") + f"  lr {lr:.2e}",
+            + (f" (+{starting_envs} starting)" if starting_envs else "") + f"  lr {lr:.2e}" + eta,
             flush=True,
         )
         return True

@@ -27,13 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
+from rlscale import tags
 from rlscale.cli import Parser, writable_dir
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.pareto_fit import MIN_POINTS, ParetoFit, fit_pareto
 from rlscale.plot import save_figure
-from rlscale.runs import RunRecord, find_runs, format_number, goals_of, load_run
-
-PARTS = ("total", "policy", "value")
+from rlscale.runs import RunRecord, add_run_arguments, format_number, goals_of, load_runs
 
 
 @dataclass
@@ -90,7 +89,7 @@ def analyse(runs: list[RunRecord], goals: list[float]) -> list[GoalResult]:
     results = []
     for goal in goals:
         points = best_points(runs, goal)
-        noise = {part: averaged_noise(points, part) for part in PARTS}
+        noise = {part: averaged_noise(points, part) for part in tags.PARTS}
         if len(points) < MIN_POINTS:
             results.append(GoalResult(goal, points, None, noise,
                                       f"reached at {len(points)} batch size(s); {MIN_POINTS} are needed to fit"))
@@ -109,7 +108,7 @@ def rows_of(results: list[GoalResult]) -> list[dict[str, float | int | str | Non
             "goal": r.goal, "batch sizes": len(r.points),
             "S_min": fit and fit.s_min, "E_min": fit and fit.e_min,
             "B_crit": fit and fit.b_crit, "B_crit s.e.": fit and fit.b_crit_se}
-        for part in PARTS:
+        for part in tags.PARTS:
             value = r.noise[part]
             row[f"B_simple {part}"] = value
             row[f"{part} / B_crit"] = value / fit.b_crit if (value is not None and fit) else None
@@ -191,7 +190,7 @@ def plot_bcrit(results: list[GoalResult], out: Path) -> None:
     x = np.arange(len(fitted))
     ax.errorbar(x, [r.fit.b_crit for r in fitted], yerr=[r.fit.b_crit_se for r in fitted], fmt="o-",
                 color="black", capsize=4, label="B_crit (fit)")
-    for part, color in zip(PARTS, ("tab:blue", "tab:red", "tab:green"), strict=True):
+    for part, color in zip(tags.PARTS, ("tab:blue", "tab:red", "tab:green"), strict=True):
         values = [r.noise[part] if r.noise[part] is not None else np.nan for r in fitted]
         ax.plot(x, values, "s--", color=color, label=f"B_simple {part} (averaged up to the goal)")
     ax.set_xticks(x, [f"{r.goal:g}" for r in fitted])
@@ -218,18 +217,15 @@ def write_csv(rows: list[dict], path: Path) -> None:
 @exits_cleanly
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="python -m rlscale.pareto", description=__doc__.splitlines()[0])
-    p.add_argument("paths", type=Path, nargs="+", help="a sweep directory, or run directories")
-    p.add_argument("--goals", type=float, nargs="+", help="score goals (default: the runs' presets)")
+    add_run_arguments(p, "a sweep directory, or run directories")
     p.add_argument("--out-dir", type=Path, help="where the CSV and PNGs go (default: the sweep directory)")
     args = p.parse_args(argv)
-    runs = [load_run(path) for path in find_runs(args.paths)]
+    runs = load_runs(args.paths)
     fixed = [r for r in runs if r.cfg.control.batch == "fixed"]
     adaptive = [r for r in runs if r.cfg.control.batch != "fixed"]
     if not fixed:
         raise UserError("no fixed-batch runs among the inputs; make some with python -m rlscale.sweep")
     goals = goals_of(fixed, args.goals)
-    if not goals:
-        raise UserError("no goals: give --goals (the runs' presets name none)")
     print(f"{len(fixed)} fixed-batch runs at {len({optimizer_batch(r) for r in fixed})} batch sizes, "
           f"{len(adaptive)} adaptive; goals {', '.join(f'{g:g}' for g in goals)}", flush=True)
     results = analyse(fixed, goals)

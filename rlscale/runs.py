@@ -9,6 +9,7 @@ the noise scales averaged up to a point.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 from dataclasses import dataclass
@@ -136,11 +137,23 @@ def find_runs(paths: list[Path]) -> list[Path]:
     return found
 
 
+def load_runs(paths: list[Path]) -> list[RunRecord]:
+    """Every run directory among ``paths`` or below them, read back."""
+    return [load_run(path) for path in find_runs(paths)]
+
+
 def goals_of(runs: list[RunRecord], given: list[float] | None) -> list[float]:
-    """The goals to report: those given, else every goal of the runs' presets."""
-    if given:
-        return sorted(given)
-    return sorted({g for r in runs for g in r.cfg.env.goals})
+    """The goals to report: those given, else every goal of the runs' presets; a UserError if none."""
+    goals = sorted(given) if given else sorted({g for r in runs for g in r.cfg.env.goals})
+    if not goals:
+        raise UserError("no goals: give --goals (the runs' presets name none)")
+    return goals
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, paths_help: str) -> None:
+    """The report commands' inputs: run or sweep directories, and the goals to report."""
+    parser.add_argument("paths", type=Path, nargs="+", help=paths_help)
+    parser.add_argument("--goals", type=float, nargs="+", help="score goals (default: the runs' presets)")
 
 
 def format_number(value: float | None, spec: str = ",.0f") -> str:

@@ -26,20 +26,23 @@ import numpy as np
 
 from rlscale import tags
 from rlscale.cli import Parser, writable_dir
-from rlscale.errors import UserError, exits_cleanly
+from rlscale.errors import exits_cleanly
 from rlscale.pareto import optimizer_batch
 from rlscale.plot import save_figure
-from rlscale.runs import RunRecord, find_runs, format_number, goals_of, load_run
+from rlscale.runs import RunRecord, add_run_arguments, format_number, goals_of, load_runs
 
 BOOTSTRAP_RESAMPLES = 10_000
 
 
 def variant_of(run: RunRecord) -> str:
-    """'fixed 80' for a fixed optimizer batch, else the batch control with its first batch ('auto from 80')."""
-    if run.cfg.control.batch == "fixed":
-        return f"fixed {optimizer_batch(run):g}"
-    start = run.cfg.env.n_envs * run.cfg.observations_per_env
-    return f"{run.cfg.control.batch} from {start:g}"
+    """'fixed 80 lr 0.0007' for a fixed optimizer batch, else the batch control with its first batch
+    and learning-rate rule ('auto from 40 lr 0.0007 noise a1')."""
+    c = run.cfg.control
+    lr = f"lr {run.cfg.agent.lr:g}"
+    if c.batch == "fixed":
+        return f"fixed {optimizer_batch(run):g} {lr}"
+    rule = f" noise a{c.lr_alpha:g}" if c.lr_rule == "noise" else ""
+    return f"{c.batch} from {run.cfg.env.n_envs * run.cfg.observations_per_env:g} {lr}{rule}"
 
 
 def median_interval(values: np.ndarray, seed: int = 0) -> tuple[float, float, float]:
@@ -83,23 +86,25 @@ def cells(runs: list[RunRecord], goals: list[float]) -> list[Cell]:
     return out
 
 
-def _order(variant: str) -> tuple[int, float]:
-    kind, _, size = variant.partition(" ")
-    return (0 if kind == "fixed" else 1, float(size.split()[-1]) if size else 0.0)
+def _order(variant: str) -> tuple[int, float, str]:
+    words = variant.split()
+    return (0 if words[0] == "fixed" else 1, float(words[1] if words[0] == "fixed" else words[2]), variant)
 
 
 def _interval(values: tuple[float, float, float], scale: float = 1.0, spec: str = ",.0f") -> str:
     median, low, high = (v / scale for v in values)
     if not math.isfinite(median):
         return "not reached"
-    return f"{format_number(median, spec)} [{format_number(low, spec)}, {format_number(high, spec)}]"
+    upper = format_number(high, spec) if math.isfinite(high) else "not reached"
+    return f"{format_number(median, spec)} [{format_number(low, spec)}, {upper}]"
 
 
 def print_table(table: list[Cell]) -> None:
-    print(f"{'goal':>6s}  {'variant':16s} {'reached':>7s}  {'wall min [95% CI]':26s} "
+    width = max(len(c.variant) for c in table)
+    print(f"{'goal':>6s}  {'variant':{width}s} {'reached':>7s}  {'wall min [95% CI]':26s} "
           f"{'optimizer steps S':26s} {'examples E':28s}")
     for c in table:
-        print(f"{c.goal:6g}  {c.variant:16s} {c.reached:>3d}/{c.seeds:<3d}  {_interval(c.wall, 60, ',.2f'):26s} "
+        print(f"{c.goal:6g}  {c.variant:{width}s} {c.reached:>3d}/{c.seeds:<3d}  {_interval(c.wall, 60, ',.2f'):26s} "
               f"{_interval(c.updates):26s} {_interval(c.examples):28s}")
 
 
@@ -112,21 +117,28 @@ def predicted_speedup(run: RunRecord) -> float | None:
     return float(np.sum(speedup * seconds) / np.sum(seconds))
 
 
-def print_speedups(runs: list[RunRecord], table: list[Cell]) -> None:
+def print_verdict(runs: list[RunRecord], table: list[Cell]) -> None:
+    """Per adaptive variant at the top goal: against the fixed batch it started from, and the best fixed one."""
     adaptive = [r for r in runs if r.cfg.control.batch != "fixed"]
-    if not adaptive:
-        return
     top = max(c.goal for c in table)
-    print(f"\nadaptive runs: predicted vs realised speed-up (realised: median wall time to {top:g} of the "
-          "fixed batch they started from / their own)")
+    fixed = [c for c in table if c.goal == top and c.variant.startswith("fixed")]
+    if not adaptive or not fixed:
+        return
+    best = min(fixed, key=lambda c: c.wall[0])
+    print(f"\nat goal {top:g}: best fixed batch in hindsight {best.variant} "
+          f"({_interval(best.wall, 60, ',.2f')} min)")
     for variant in sorted({variant_of(r) for r in adaptive}):
         own = next(c for c in table if c.variant == variant and c.goal == top)
-        start = f"fixed {variant.split()[-1]}"
-        base = next((c for c in table if c.variant == start and c.goal == top), None)
+        words = variant.split()  # auto from 40 lr 0.0007 ...
+        start = f"fixed {words[2]} lr {words[4]}"
+        base = next((c for c in fixed if c.variant == start), None)
         predicted = [p for p in (predicted_speedup(r) for r in adaptive if variant_of(r) == variant) if p]
         realised = base.wall[0] / own.wall[0] if base and math.isfinite(own.wall[0]) else math.nan
-        print(f"  {variant}: predicted {format_number(np.median(predicted) if predicted else None, '.2f')}x "
-              f"(median over {len(predicted)} runs), realised {format_number(realised, '.2f')}x")
+        print(f"  {variant}: median wall {_interval(own.wall, 60, ',.2f')} min; "
+              f"{format_number(realised, '.2f')}x the speed of {start}; "
+              f"{format_number(own.wall[0] / best.wall[0], '.2f')}x the time of the best fixed; "
+              f"cost model's predicted speed-up {format_number(np.median(predicted) if predicted else None, '.2f')}x "
+              f"(time-weighted over each run, median of {len(predicted)})")
 
 
 def plot_walls(table: list[Cell], out: Path) -> None:
@@ -136,19 +148,30 @@ def plot_walls(table: list[Cell], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     goals = sorted({c.goal for c in table})
-    fig, axes = plt.subplots(1, len(goals), figsize=(4.5 * len(goals), 4), squeeze=False)
-    for ax, goal in zip(axes[0], goals, strict=True):
+    cols = min(2, len(goals))
+    rows = math.ceil(len(goals) / cols)
+    variants = len({c.variant for c in table})
+    fig, axes = plt.subplots(rows, cols, figsize=(max(6.0, 0.55 * variants) * cols, 4.5 * rows), squeeze=False)
+    for ax in axes.flat[len(goals):]:
+        ax.set_visible(False)
+    for ax, goal in zip(axes.flat, goals, strict=False):
         row = [c for c in table if c.goal == goal]
         for i, c in enumerate(row):
             finite = [w / 60 for w in c.walls if math.isfinite(w)]
             ax.plot([i] * len(finite), finite, "o", alpha=0.6, color="tab:blue" if "fixed" in c.variant else "tab:red")
             if math.isfinite(c.wall[0]):
-                ax.errorbar(i + 0.2, c.wall[0] / 60, yerr=[[(c.wall[0] - c.wall[1]) / 60],
-                                                          [(min(c.wall[2], 1e12) - c.wall[0]) / 60]],
+                # An interval whose top is "not reached" (inf) is drawn open, with an arrow.
+                top = c.wall[2] if math.isfinite(c.wall[2]) else c.wall[0]
+                ax.errorbar(i + 0.2, c.wall[0] / 60, yerr=[[(c.wall[0] - c.wall[1]) / 60], [(top - c.wall[0]) / 60]],
                             fmt="s", color="black", capsize=3)
+                if not math.isfinite(c.wall[2]):
+                    ax.plot(i + 0.2, c.wall[0] / 60 * 1.08, "^", color="black")
         ax.set_xticks(range(len(row)), [c.variant for c in row], rotation=45, ha="right")
         ax.set_title(f"goal {goal:g}")
         ax.set_ylabel("wall time to goal (min)")
+        ax.set_ylim(bottom=0)
+    fig.suptitle("wall time to each goal: dots are seeds; squares the median with its 95 % bootstrap "
+                 "interval (a triangle: the interval's top was not reached)", fontsize=9)
     fig.tight_layout()
     save_figure(fig, out)
 
@@ -156,18 +179,15 @@ def plot_walls(table: list[Cell], out: Path) -> None:
 @exits_cleanly
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="python -m rlscale.study", description=__doc__.splitlines()[0])
-    p.add_argument("paths", type=Path, nargs="+", help="a sweep directory (made with --auto), or run directories")
-    p.add_argument("--goals", type=float, nargs="+", help="score goals (default: the runs' presets)")
+    add_run_arguments(p, "a sweep directory (made with --auto), or run directories")
     p.add_argument("--out", type=Path, help="the PNG (default: study.png in the sweep directory)")
     args = p.parse_args(argv)
-    runs = [load_run(path) for path in find_runs(args.paths)]
+    runs = load_runs(args.paths)
     goals = goals_of(runs, args.goals)
-    if not goals:
-        raise UserError("no goals: give --goals (the runs' presets name none)")
     table = cells(runs, goals)
     print(f"{len(runs)} runs in {len({c.variant for c in table})} variants; goals {', '.join(f'{g:g}' for g in goals)}")
     print_table(table)
-    print_speedups(runs, table)
+    print_verdict(runs, table)
     out = args.out or (args.paths[0] / "study.png" if len(args.paths) == 1 and args.paths[0].is_dir()
                        else Path("study.png"))
     writable_dir(out.parent, "--out")

@@ -149,7 +149,7 @@ def parser() -> Parser:
     p = Parser(prog="python -m rlscale.sweep", description=__doc__.splitlines()[0])
     p.add_argument("env", help="preset (cartpole, pong, …) or gymnasium id")
     p.add_argument("--agent", help="agent preset: a2c, ppo (default: the env's, else a2c)")
-    p.add_argument("--batch-sizes", type=int, nargs="+", required=True,
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=[],
                    help="observations per optimizer step, e.g. 10 20 40 80 160 (A2C: multiples of n_steps)")
     p.add_argument("--lrs", type=float, nargs="+", help="learning rates (default: the preset's)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds (default: 0)")
@@ -170,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         if forbidden in overrides:
             raise UserError(f"--{forbidden.replace('_', '-')} is set per trial by the sweep; "
                             "use --batch-sizes, --lrs and --seeds")
+    if not args.batch_sizes and not args.auto:
+        raise UserError("name the fixed batch sizes with --batch-sizes (and/or add --auto runs)")
     if any(b <= 0 for b in args.batch_sizes) or any(lr <= 0 for lr in args.lrs or []):
         raise UserError("--batch-sizes and --lrs must be positive")
     base = build_config(args.env, args.agent, overrides)

@@ -10,6 +10,7 @@ interrupts and actor failures into a checkpoint and a clear message.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from rlscale.control import BatchController
 from rlscale.cost import predicted_speedup
 from rlscale.engine import Engine, NativeEngine, UpdateResult
 from rlscale.errors import ActorFailures, UserError
-from rlscale.goals import GoalWindow
+from rlscale.goals import GoalForecast, GoalWindow
 from rlscale.logger import RunLogger, StepRate
 
 # Consecutive non-finite updates after which the run stops (with a checkpoint).
@@ -57,11 +58,22 @@ class Run:
     logger: RunLogger
     state: TrainState
     window: GoalWindow
+    forecast: GoalForecast  # the return's trend, for the progress line
     # Called with a few headline numbers at every progress line (the sweep reports them to Ray Tune).
     on_progress: Callable[[dict[str, float]], None] | None = None
     finished: bool = False  # the budget or --stop-return was reached
     last_lr: float | None = None  # the learning rate of the last update (annealing moves it)
     settled: bool = False  # the pool ran unchanged through the last update (its timing is clean)
+
+    def next_goal(self) -> tuple[float, float | None] | None:
+        """The lowest goal not yet met (--stop-return counts), and the step its trend reaches it."""
+        goals = [g for g in (*self.cfg.env.goals, self.cfg.run.stop_return)
+                 if math.isfinite(g) and f"{g:g}" not in self.state.goals]
+        if not goals:
+            return None
+        goal = min(goals)
+        at = self.forecast.expected_step(goal)
+        return goal, at if at is not None and at <= 2 * self.cfg.total_agent_steps else None
 
     @property
     def signal(self) -> float | None:
@@ -96,11 +108,12 @@ def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None) -> Ru
         window = GoalWindow(saved["goal_window"])
     # A resumed run starts with the env count it had, not the preset's.
     engine = make_engine(cfg, run_dir, state.n_envs, saved["engine"] if saved else None)
-    if saved is None and isinstance(engine, NativeEngine):
-        state.warmup_steps += engine.start_warmup_steps
+    state.warmup_steps += engine.start_warmup_steps  # a resumed run starts new environments too
     # Events past the checkpoint were written by the killed session: TensorBoard drops them.
     logger = RunLogger(str(run_dir), purge_step=state.agent_steps + 1 if saved else None)
-    return Run(cfg, run_dir, engine, controller, logger, state, window)
+    # Trend points every 0.5 % of the budget: the last 10 span 5 % of it.
+    return Run(cfg, run_dir, engine, controller, logger, state, window,
+               GoalForecast(spacing=cfg.total_agent_steps / 200))
 
 
 def save_checkpoint(run: Run) -> Path:
@@ -203,9 +216,10 @@ def train_loop(run: Run) -> None:
         if decision.target_batch is not None:
             metrics[tags.TARGET] = decision.target_batch
         run.logger.scalars(metrics, s.agent_steps)
+        run.forecast.add(s.agent_steps, run.window.full_mean)
         printed = run.logger.progress(s.agent_steps, total, steps_per_s, run.window, s.n_envs, run.signal,
                                       _signal_name(cfg), lr, interval=cfg.run.log_interval,
-                                      starting_envs=result.starting_envs)
+                                      starting_envs=result.starting_envs, next_goal=run.next_goal())
         if printed and run.on_progress is not None:
             run.on_progress(headline(run))
         # PPO takes epochs x minibatches optimizer steps per batch, so the count jumps:

@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from rlscale.goals import GoalWindow, first_crossing, smoothed_returns
+from rlscale.goals import GoalForecast, GoalWindow, first_crossing, smoothed_returns
 from rlscale.sweep import trial_state
 from tests.conftest import run_command
 from tests.test_cli import assert_one_line_error
@@ -111,3 +111,16 @@ def test_sweep_and_pareto_bad_input(sweep_dir, tmp_path):
     ]
     for args, fragments in cases:
         assert_one_line_error(run_command(args, timeout=60), *fragments)
+
+
+def test_goal_forecast_follows_a_rising_trend_only():
+    forecast = GoalForecast(spacing=100)
+    for step in range(0, 1000, 50):  # a point every 100 steps: 0, 100, ..., 900
+        forecast.add(step, 0.01 * step - 20)  # the mean rises 1 per 100 steps
+    assert len(forecast.history) == 10
+    assert forecast.expected_step(-5) == pytest.approx(1_500)  # -20 + 0.01 * 1500 = -5
+    assert forecast.expected_step(-15) == 900  # already passed: not before the last point
+    falling = GoalForecast(spacing=1)
+    for step in range(10):
+        falling.add(step, -step)
+    assert falling.expected_step(0) is None

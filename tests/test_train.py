@@ -232,3 +232,15 @@ def test_a_minatar_game_by_id_trains_with_its_network_and_logs_returns(tmp_path,
     assert returns and all(r >= 0 for r in returns)
     saved = checkpoint.load(checkpoint.latest(run_dir))["engine"]["learner"]["model"]
     assert saved["trunk.1.weight"].shape[:2] == (16, 6)  # one 3x3 convolution, 16 channels, 6 object kinds
+
+
+def test_progress_lines_say_how_long_the_rest_of_the_budget_takes(tmp_path, capsys):
+    import re
+
+    assert main(["cartpole", "--serial", "--total-frames", "20000", "--log-interval", "0.2",
+                 "--run-dir", str(tmp_path / "run")]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[")]
+    timed = [line for line in lines if " ETA " in line]
+    assert timed, lines
+    for line in timed:
+        assert re.search(r" ETA (\d+h\d\dm|\d+m\d\ds|\d+s)( \(goal \d+ at ~[\d,]+ steps, \S+\))?$", line), line

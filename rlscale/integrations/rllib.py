@@ -442,6 +442,10 @@ class RLlibEngine:
     def optimizer_steps(self) -> int:
         return self._optimizer_steps
 
+    @property
+    def start_warmup_steps(self) -> int:
+        return 0  # RLlib's env runners take no random warm-up steps
+
     def update(self, lr: float) -> UpdateResult:
         a = self.cfg.agent
         set_learner_lr(self.algo, lr)
