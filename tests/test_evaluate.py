@@ -174,3 +174,12 @@ def test_run_directories_of_an_older_format_are_refused_in_one_line(tmp_path):
             writer.add_scalar("rollout/episode_return", 10.0, step)
     assert_one_line_error(run_command(["rlscale.compare", str(old), "--out", str(tmp_path / "c.png")],
                                       timeout=120), "older rlscale", "batch/optimizer_batch")
+
+
+def test_checkpoints_of_an_older_format_are_refused_in_one_line(tmp_path):
+    import torch
+
+    old = tmp_path / "ckpt-000000000080.pt"
+    torch.save({"format": "rlscale-checkpoint-1", "counters": {"agent_steps": 80}}, old)
+    assert_one_line_error(run_command(["rlscale.evaluate", str(old)], timeout=60),
+                          "rlscale-checkpoint-1", "rlscale-checkpoint-2")
