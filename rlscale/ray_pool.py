@@ -108,8 +108,7 @@ class RayPool(Pool):
 
     def __init__(self, cfg: Config, spec: EnvSpec) -> None:
         super().__init__(cfg, cfg.run.n_actors)
-        self.owns_ray = not ray.is_initialized()  # shut down on close only what we started
-        init_ray(cfg.run.address)
+        self.owns_ray = init_ray(cfg.run.address)  # shut down on close only what we started
         # Honest resources: a worker keeps one core busy while it steps; where
         # there are fewer cores than workers they share them, in equal shares
         # that pack onto the nodes (see actor_cpu_share).
