@@ -11,9 +11,14 @@ second and the ratio to the lean loop:
   one backward pass, TF-style RMSprop; no Ray, no noise scale;
 * rlscale serial: rlscale's pool and learner in one process (noise scale on);
 * rlscale actors, noise off / noise on: 2 Ray actors step the envs, the
-  learner runs in this process; the real pool and learner of the training loop;
-  and noise on with the learner in bf16 autocast (--learner-precision bf16;
-  --no-bf16 leaves it out).
+  learner (2 torch threads) runs in this process, one phase after the other;
+  and noise on with the learner in bf16 autocast (--no-bf16 leaves it out);
+* overlap: the actors collect the next batch while the learner trains on this
+  one (--overlap), with 2 or 1 actors and 1 learner thread, the noise scale
+  off or on, the learner in fp32 or in the precision timed at start-up (auto);
+* the defaults: what ``python -m rlscale.train pong`` runs.
+
+Every row is the training loop's own engine (``NativeEngine``: pool and learner).
 
 Then peak resident memory (RSS) of the learner process and of each actor with
 16 and 256 environments. Every variant runs for the same wall time, one after
@@ -30,13 +35,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rlscale.a2c import A2CLearner
 from rlscale.config import build_config
+from rlscale.engine import NativeEngine
 from rlscale.env import probe_spec
 from rlscale.nets import build_network
 from rlscale.optim import RMSpropTF
 from rlscale.ray_pool import RayPool
-from rlscale.rollout import SerialPool, flat_weights
 
 
 def timed(loop_once: Callable[[], int], seconds: float, warmup: int = 3) -> float:
@@ -108,25 +112,20 @@ def lean_loop(n_envs: int, seconds: float, n_steps: int = 5, gamma: float = 0.99
         env.close()
 
 
-def rlscale_loop(n_envs: int, seconds: float, serial: bool, measure: bool,
-                 precision: str = "fp32") -> tuple[float, dict]:
-    cfg = build_config("pong", None, {"n_envs": n_envs, "serial": serial, "measure_noise": measure,
-                                      "warmup_max_steps": 0, "max_envs": max(256, n_envs),
-                                      "learner_precision": precision})
-    spec = probe_spec(cfg.env)
-    learner = A2CLearner(build_network(spec, "auto", 64), cfg)
-    pool = SerialPool(cfg, spec) if serial else RayPool(cfg, spec)
-
-    def update() -> int:
-        batch = pool.collect(flat_weights(learner.model))
-        learner.update(batch)
-        return batch.size
-
+def rlscale_loop(n_envs: int, seconds: float, serial: bool = False, measure: bool = True,
+                 precision: str = "fp32", overlap: bool | None = False, n_actors: int | None = 2,
+                 threads: int | None = 2) -> tuple[float, dict]:
+    """The training loop's own engine (pool + learner), updates back to back; None: the preset's default."""
+    settings = {"serial": serial, "measure_noise": measure, "learner_precision": precision,
+                "overlap": overlap, "n_actors": n_actors, "learner_threads": threads}
+    cfg = build_config("pong", None, {"n_envs": n_envs, "warmup_max_steps": 0, "max_envs": max(256, n_envs),
+                                      **{k: v for k, v in settings.items() if v is not None}})
+    engine = NativeEngine(cfg, n_envs)
     try:
-        rate = timed(update, seconds)
-        memory = {} if serial else actor_memory(pool)
+        rate = timed(lambda: engine.update(cfg.agent.lr).agent_steps, seconds)
+        memory = {} if serial else actor_memory(engine.pool)
     finally:
-        pool.close()
+        engine.close()
     return rate, memory
 
 
@@ -151,22 +150,33 @@ def main() -> None:
     torch.set_num_threads(2)
     rows: list[tuple[str, int, float]] = []
     for n in args.envs:
+        def row(what: str, n: int = n, **kw) -> None:
+            rows.append((what, n, rlscale_loop(n, args.seconds, **kw)[0]))
+            print(f"  {what:52s} {n:4d} envs {rows[-1][2]:8,.0f}/s", flush=True)
+
         rows.append(("emulator alone (random actions)", n, emulator(n, args.seconds)))
         rows.append(("lean single-process A2C, fp32", n, lean_loop(n, args.seconds)))
-        rows.append(("rlscale serial, noise on", n, rlscale_loop(n, args.seconds, True, True)[0]))
-        rows.append(("rlscale 2 Ray actors, noise off", n, rlscale_loop(n, args.seconds, False, False)[0]))
-        rows.append(("rlscale 2 Ray actors, noise on", n, rlscale_loop(n, args.seconds, False, True)[0]))
+        row("rlscale serial, noise on, fp32", serial=True, measure=True)
+        row("rlscale 2 Ray actors, noise off, fp32", measure=False)
+        row("rlscale 2 Ray actors, noise on, fp32", measure=True)
         if not args.no_bf16:
-            rows.append(("rlscale 2 Ray actors, noise on, bf16", n,
-                         rlscale_loop(n, args.seconds, False, True, "bf16")[0]))
+            row("rlscale 2 Ray actors, noise on, bf16", measure=True, precision="bf16")
+        row("overlap, 2 actors, 1 learner thread, noise on, fp32", measure=True, overlap=True, threads=1)
+        row("overlap, 1 actor, 1 learner thread, noise off, fp32", measure=False, overlap=True, n_actors=1,
+            threads=1)
+        row("overlap, 1 actor, 1 learner thread, noise on, fp32", measure=True, overlap=True, n_actors=1,
+            threads=1)
+        row("overlap, 1 actor, 1 learner thread, noise on, auto", measure=True, overlap=True, n_actors=1,
+            threads=1, precision="auto")
+        row("the defaults (train pong)", measure=True, precision="auto", overlap=None, n_actors=None, threads=None)
     print(f"Pong A2C, 5 steps per update, {args.seconds:g} s per row, torch threads 2")
-    print(f"{'what':38s} {'envs':>5s} {'agent steps/s':>14s} {'vs lean':>8s}")
+    print(f"{'what':52s} {'envs':>5s} {'agent steps/s':>14s} {'vs lean':>8s}")
     for what, n, rate in rows:
         lean = next(r for w, m, r in rows if m == n and w.startswith("lean"))
-        print(f"{what:38s} {n:5d} {rate:14,.0f} {rate / lean:8.2f}")
+        print(f"{what:52s} {n:5d} {rate:14,.0f} {rate / lean:8.2f}")
     print("\npeak resident memory (MB)")
     for n in (16, 256):
-        _, memory = rlscale_loop(n, min(args.seconds, 10.0), False, True)
+        _, memory = rlscale_loop(n, min(args.seconds, 10.0))
         print(f"  {n:3d} envs: " + ", ".join(f"{k} {v:,.0f}" for k, v in memory.items()))
     print(f"  learner process (this one, whole run): {peak_rss_mb():,.0f}")
 

@@ -12,7 +12,9 @@ pass), each measured both ways (the groups of a pass measured together, the
 shared-pass route; or one pass per group), "off" and "total" with the
 convolutions in contiguous layout instead of channels-last, and with the
 network in bf16 autocast (slow on CPUs without bf16 units; leave it out with
---no-bf16). Prints median milliseconds and the ratios against "off" (fp32).
+--no-bf16), and total + parts with the big layer's norms from Gram matrices at
+every size (the route before ``gradients.gram_is_cheaper``). Prints median
+milliseconds and the ratios against "off" (fp32).
 
 --pass-scan times the unmeasured update at B = 160, 640 and 1280 with the
 batch split into forward/backward passes of 40 to 1280 rows (how the
@@ -27,6 +29,7 @@ import functools
 import torch
 from benchtiming import interleaved_medians
 
+import rlscale.gradients
 from rlscale.a2c import A2CLearner
 from rlscale.config import build_config
 from rlscale.env import probe_spec
@@ -34,6 +37,7 @@ from rlscale.nets import build_network
 from rlscale.rollout import SerialPool, flat_weights
 
 SHARED_PASS = "shared_pass"  # a field of the learner's gradient route, not a config field
+ALWAYS_GRAM = "always_gram"  # Gram-matrix norms whatever the size (not a config field either)
 VARIANTS = {
     "off": {"measure_noise": False},
     # The whole batch in one forward/backward pass instead of passes of ~128 rows.
@@ -46,6 +50,9 @@ VARIANTS = {
     # The per-group route only: a forward and backward pass per env group.
     "total, per group": {"measure_noise": True, "noise_parts_every": 0, SHARED_PASS: False},
     "t + parts, per group": {"measure_noise": True, "noise_parts_every": 1, SHARED_PASS: False},
+    # Group and batch norms of the 3136x512 layer from Gram matrices at every size (before
+    # gradients.gram_is_cheaper chose the product above ~440 rows).
+    "t + parts, Gram always": {"measure_noise": True, "noise_parts_every": 1, ALWAYS_GRAM: True},
     # The same update with the network in bf16 autocast (--learner-precision bf16).
     "off, bf16": {"measure_noise": False, "learner_precision": "bf16"},
     "total, bf16": {"measure_noise": True, "noise_parts_every": 0, "learner_precision": "bf16"},
@@ -95,23 +102,38 @@ def main() -> None:
     if args.pass_scan:
         pass_scan(args.repeats)
         return
-    print(f"{'batch':>6s} {'variant':20s} {'ms/update':>10s} {'vs off':>7s}")
+    print(f"{'batch':>6s} {'variant':22s} {'ms/update':>10s} {'vs off':>7s}")
     for n_envs in args.envs:
         batch, spec = pong_batch(n_envs)
         learners = {}
         for name, overrides in VARIANTS.items():
             if (args.no_bf16 and "bf16" in name) or (args.only and name not in args.only and name != "off"):
                 continue
-            config = {k: v for k, v in overrides.items() if k != SHARED_PASS}
+            config = {k: v for k, v in overrides.items() if k not in (SHARED_PASS, ALWAYS_GRAM)}
             torch.manual_seed(1)  # the same weights for every variant
             learner = A2CLearner(build_network(spec, "auto", 64),
                                  build_config("pong", None, {"n_envs": n_envs, **config}))
             learner.route.shared_pass = overrides.get(SHARED_PASS, learner.route.shared_pass)
             learners[name] = learner
-        updates = {name: functools.partial(learner.update, batch) for name, learner in learners.items()}
+        updates = {name: functools.partial(gram_always if VARIANTS[name].get(ALWAYS_GRAM) else run_update,
+                                           learner, batch) for name, learner in learners.items()}
         medians = interleaved_medians(updates, args.repeats)
         for name, med in medians.items():
-            print(f"{batch.size:6d} {name:20s} {1000 * med:10.1f} {med / medians['off']:7.2f}")
+            print(f"{batch.size:6d} {name:22s} {1000 * med:10.1f} {med / medians['off']:7.2f}")
+
+
+def run_update(learner: A2CLearner, batch) -> None:
+    learner.update(batch)
+
+
+def gram_always(learner: A2CLearner, batch) -> None:
+    """The update with the size rule of the Gram route switched off for its duration."""
+    real = rlscale.gradients.gram_is_cheaper
+    rlscale.gradients.gram_is_cheaper = lambda *_: True
+    try:
+        learner.update(batch)
+    finally:
+        rlscale.gradients.gram_is_cheaper = real
 
 
 if __name__ == "__main__":

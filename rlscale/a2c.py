@@ -36,6 +36,9 @@ class A2CRows:
     actions: torch.Tensor
     returns: torch.Tensor
     advantages: torch.Tensor
+    # With --overlap the batch was collected one update earlier: the acting policy's log-probs
+    # weight the policy gradient (IMPALA's truncated importance weight, rho-bar = 1).
+    behaviour_logprobs: torch.Tensor | None = None
 
 
 class A2CLearner(Learner):
@@ -47,7 +50,10 @@ class A2CLearner(Learner):
         dist = torch.distributions.Categorical(logits=logits)
         logprob = dist.log_prob(data.actions[idx])
         entropy = dist.entropy().mean()
-        pg_loss = -(data.advantages[idx] * logprob).mean()
+        advantages = data.advantages[idx]
+        if data.behaviour_logprobs is not None:
+            advantages = advantages * (logprob.detach() - data.behaviour_logprobs[idx]).exp().clamp(max=1.0)
+        pg_loss = -(advantages * logprob).mean()
         value_loss = (data.returns[idx] - value).pow(2).mean()
         stats = {"policy_loss": pg_loss.detach(), "value_loss": value_loss.detach(), "entropy": entropy.detach()}
         return pg_loss - a.ent_coef * entropy, a.vf_coef * value_loss, stats
@@ -58,7 +64,8 @@ class A2CLearner(Learner):
         # 1. Targets: n-step returns; advantages against the acting policy's values (as Baselines).
         returns = nstep_returns(batch, a.gamma)
         data = A2CRows(self.rows(batch.obs), self.rows(batch.actions), self.rows(returns),
-                       self.rows(returns - batch.values))
+                       self.rows(returns - batch.values),
+                       self.rows(batch.logprobs) if self.cfg.run.overlap else None)
 
         # 2. Gradient of the batch's loss; per env group when the noise scale is measured.
         measure = self.cfg.noise.measure_noise

@@ -94,8 +94,15 @@ class ControlConfig:
     hysteresis: float = opt(1.5, "resize only when target/current batch leaves [1/h, h]")
     max_resize_factor: float = opt(2.0, "largest factor one resize may change the batch by")
     cooldown: float = opt(50_000, "observations to train after a resize before the next one")
-    lr_rule: str = opt("none", "learning rate on resize: none, or (1+Bn/B)^-alpha", ("none", "noise"))
+    lr_rule: str = opt("auto", "learning rate on resize: none, noise ((1+Bn/B)^-alpha, eq. 2.6), or auto: noise "
+                       "with --batch auto (measured faster on all three study tasks), none otherwise",
+                       ("auto", "none", "noise"))
     lr_alpha: float = opt(0.5, "alpha of the learning-rate rule (1 SGD, 0.5-1 Adam/RMSprop)")
+
+    @property
+    def scales_lr(self) -> bool:
+        """Whether a resize scales the learning rate (the noise rule, explicit or by auto)."""
+        return self.lr_rule == "noise" or (self.lr_rule == "auto" and self.batch == "auto")
 
 
 @dataclass
@@ -107,13 +114,16 @@ class RunConfig:
     serial: bool = opt(False, "step environments in this process, no Ray actors (debugging)")
     address: str = opt("", "Ray cluster to join: auto or HOST:PORT (default: embedded Ray)")
     n_actors: int = opt(2, "Ray rollout actors")
+    overlap: bool = opt(False, "actors collect the next batch while the learner trains on this one "
+                        "(a policy lag of one update; with --serial the same lag without the concurrency)")
     learner_threads: int = opt(0, "torch threads of the learner (0: all cores)")
     learner_device: str = opt("auto", "device of the learner (auto: cuda when this machine has one)",
                               ("auto", "cpu", "cuda"))
     channels_last: bool = opt(True, "learner convolutions in channels-last memory format "
                               "(same numbers up to summation order; see docs/performance.md)")
-    learner_precision: str = opt("fp32", "learner forward/backward: fp32, or bf16 autocast (needs a GPU or "
-                                 "a CPU with bf16 units; norms, losses and weights stay fp32)", ("fp32", "bf16"))
+    learner_precision: str = opt("auto", "learner forward/backward: fp32, bf16 autocast (fast on GPUs and CPUs "
+                                 "with bf16 units; norms, losses and weights stay fp32), or auto: the faster of "
+                                 "the two, timed at start-up (rlscale/precision.py)", ("auto", "fp32", "bf16"))
     learner_chunk_rows: int = opt(0, "rows per learner forward/backward pass, gradients summed over the "
                                   "passes (0 = auto: about 128 for convolutional networks on CPU, "
                                   "otherwise the whole batch)")
@@ -222,6 +232,8 @@ class Config:
             raise UserError(
                 f"--n-envs ({e.n_envs}) lies outside [--min-envs {c.min_envs}, --max-envs {c.max_envs}]"
             )
+        if r.overlap and r.backend != "native":
+            raise UserError("--overlap is an option of the native engine (drop --backend rllib)")
         if a.algo == "ppo" and a.n_minibatches > e.n_envs * a.n_steps:
             raise UserError(f"--n-minibatches ({a.n_minibatches}) exceeds the batch ({e.n_envs * a.n_steps})")
         if n.measure_noise and n.noise_groups < 2:

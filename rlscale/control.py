@@ -110,7 +110,7 @@ class BatchController:
         if new_envs == n_envs:
             bound = "max_envs" if ratio > 1 else "min_envs"
             return Decision(n_envs, lr, target, f"at {bound}")
-        if self.cfg.lr_rule == "noise":
+        if self.cfg.scales_lr:
             lr = scaled_lr(lr, noise_scale, current, new_envs * self.observations_per_env, self.cfg.lr_alpha)
         self.observations_since_resize = 0.0
         direction = "grow" if new_envs > n_envs else "shrink"

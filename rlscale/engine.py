@@ -21,11 +21,13 @@ import torch
 from rlscale import tags
 from rlscale.a2c import A2CLearner
 from rlscale.config import Config
-from rlscale.env import EnvSpec, probe_spec
+from rlscale.env import EnvSpec, probe_spec, sample_observations
+from rlscale.gradients import CPU_CHUNK_ROWS
 from rlscale.learner import Learner, resolve_device
 from rlscale.nets import build_network
 from rlscale.noise import NoiseMeter
 from rlscale.ppo import PPOLearner
+from rlscale.precision import PrecisionChoice, choose_precision
 from rlscale.rollout import Pool, ResizeReport, SerialPool, flat_weights
 
 LEARNERS: dict[str, type[Learner]] = {"a2c": A2CLearner, "ppo": PPOLearner}
@@ -79,6 +81,13 @@ def make_pool(cfg: Config, spec: EnvSpec) -> Pool:
     return RayPool(cfg, spec)
 
 
+def _pass_rows(cfg: Config, n_envs: int) -> int:
+    """Rows of one learner pass at the start: the optimizer batch, in passes of ~CPU_CHUNK_ROWS on CPU."""
+    rows = max(1, int(n_envs * cfg.observations_per_env))
+    chunk = cfg.run.learner_chunk_rows or (CPU_CHUNK_ROWS if cfg.run.learner_device != "cuda" else 0)
+    return min(rows, chunk) if chunk else rows
+
+
 class NativeEngine:
     """rlscale's rollout pool (Ray actors, or serial) and an A2C or PPO learner.
 
@@ -94,8 +103,14 @@ class NativeEngine:
         np.random.seed(cfg.run.seed)
         spec = probe_spec(cfg.env)
         model = build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden)
+        model = model.to(resolve_device(cfg.run.learner_device))
+        self.precision: PrecisionChoice | None = None
+        if cfg.run.learner_precision == "auto":
+            obs = torch.from_numpy(sample_observations(spec, _pass_rows(cfg, n_envs))).to(next(model.parameters()).device)
+            self.precision = choose_precision(model, obs, channels_last=cfg.run.channels_last)
+            cfg = replace(cfg, run=replace(cfg.run, learner_precision=self.precision.precision))
         self.cfg = cfg
-        self.learner = LEARNERS[cfg.agent.algo](model.to(resolve_device(cfg.run.learner_device)), cfg)
+        self.learner = LEARNERS[cfg.agent.algo](model, cfg)
         if state is not None:
             self.learner.load_state_dict(state["learner"])
             torch.set_rng_state(state["torch_rng"])
@@ -103,7 +118,8 @@ class NativeEngine:
         self.noise = self.learner.noise
 
     def describe(self) -> str:
-        return f"{self.pool.describe()} | learner on {self.learner.device}"
+        precision = self.precision.describe() if self.precision else self.cfg.run.learner_precision
+        return f"{self.pool.describe()} | learner on {self.learner.device}, {precision}"
 
     @property
     def optimizer_steps(self) -> int:
@@ -116,8 +132,14 @@ class NativeEngine:
 
     def update(self, lr: float) -> UpdateResult:
         start = time.perf_counter()
-        batch = self.pool.collect(flat_weights(self.learner.model))
+        if not self.pool.in_flight:
+            self.pool.start(flat_weights(self.learner.model))
+        batch = self.pool.collect()
         collected = time.perf_counter()
+        if self.cfg.run.overlap:
+            # The actors step the next rollout with these weights while the learner
+            # trains on this batch: a policy lag of one update (as IMPALA's actors have).
+            self.pool.start(flat_weights(self.learner.model))
         steps_before = self.learner.updates
         metrics = self.learner.update(batch, lr)
         metrics[tags.ROLLOUT_SECONDS] = collected - start

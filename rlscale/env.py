@@ -203,6 +203,13 @@ def _atari_vector(cfg: EnvConfig, n: int, **image: int | bool):
     )
 
 
+def sample_observations(spec: EnvSpec, rows: int, seed: int = 0) -> np.ndarray:
+    """``rows`` random observations of the spec's shape and dtype (pixels 0-255, grids 0/1)."""
+    rng = np.random.default_rng(seed)
+    high = 256 if np.dtype(spec.obs_dtype) == np.uint8 else 2
+    return rng.integers(0, high, (rows, *spec.obs_shape)).astype(spec.obs_dtype)
+
+
 def probe_spec(cfg: EnvConfig) -> EnvSpec:
     """The spec of an environment, from a one-env group without warm-up."""
     check_env_id(cfg.env_id)

@@ -56,15 +56,19 @@ class GoalForecast:
         if mean is not None and (not self.history or step - self.history[-1][0] >= self.spacing):
             self.history.append((step, mean))
 
-    def expected_step(self, goal: float) -> float | None:
-        """The agent step at which the trend line reaches ``goal``; None without a rising trend."""
+    def expected_step(self, goal: float, now: float = 0.0) -> float | None:
+        """The agent step at which the trend line reaches ``goal``; None without a rising trend.
+
+        Never before ``now`` (the current step) nor the last point: a trend already
+        past the goal while the mean is not says "now", not a time in the past.
+        """
         if len(self.history) < 4:
             return None
         steps, means = np.array(self.history).T
         slope, intercept = np.polyfit(steps, means, 1)
         if slope <= 0:
             return None
-        return max(float(steps[-1]), (goal - intercept) / slope)
+        return max(float(steps[-1]), now, (goal - intercept) / slope)
 
 
 def rolling_mean(values: np.ndarray, window: int = GOAL_WINDOW) -> np.ndarray:

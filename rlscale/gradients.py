@@ -11,18 +11,22 @@ shared-pass route runs the network once forward and once backward over a pass
 of several groups and forms each layer's per-group weight gradients from the
 layer's inputs and output gradients (the losses are sums over rows, so a
 group's gradient is a sum over its rows). The per-group route differentiates
-each group's loss on its own: k forward and backward passes over B/k rows,
-which for small groups cost more than one pass over B (each small pass reads
-every weight again) but otherwise ran as fast or faster, does the policy/value
-split, and works for any layer type. ``benchmarks/bench_noise.py`` times both.
+each group's loss on its own, in passes of about ``chunk_rows`` rows (measuring
+the total at 1,280 observations took 1.21x the unmeasured update with a pass per
+320-row group, 1.01x in passes of ~128 rows), which for small
+groups costs more than one pass over B (each small pass reads every weight
+again) but otherwise ran as fast or faster, does the policy/value split, and
+works for any layer type. ``benchmarks/bench_noise.py`` times both.
 
 Large fully connected layers (the Nature CNN's 3136x512 layer holds 95% of its
-parameters) never get a per-group weight gradient. Their weight gradient over
-a group is delta^T X (output gradients times inputs, both captured by hooks),
-so its squared norm is sum((delta delta^T) * (X X^T)): two n x n Gram matrices
-for a group of n rows, instead of materialising, norming and summing a
-1.6M-entry matrix per group. The weight gradient of the whole batch is one
-matmul.
+parameters) get no per-group weight gradient from autograd. Their weight
+gradient over a group is delta^T X (the gradients reaching the layer's output
+times its inputs), so its squared norm is sum((delta delta^T) * (X X^T)): two
+n x n Gram matrices for a group of n rows (n^2 (in + out) multiply-adds),
+instead of materialising, norming and summing a 1.6M-entry matrix per group
+(n in out). Above in*out/(in+out) rows (~440 for that layer) the product
+itself is cheaper and is formed instead (``gram_is_cheaper``). The weight
+gradient of the whole batch is one matmul, and the batch's norm is read from it.
 
 Each loss is given as two parts, policy and value. On the updates where the
 parts are measured, each part gets its own backward pass through the shared
@@ -141,7 +145,8 @@ def backward(model: torch.nn.Module, route: GradientRoute, loss: RowsLoss, group
     small_groups = np.mean([g.size for g in groups]) <= SHARED_PASS_MAX_GROUP_ROWS
     if route.shared_pass and not parts and small_groups and any(len(p) > 1 for p in passes):
         return _shared_pass_backward(model, params, loss, passes, route.gram_layers)
-    return _per_group_backward(params, loss, groups, measure=True, parts=parts, gram_layers=route.gram_layers)
+    return _per_group_backward(params, loss, groups, measure=True, parts=parts, gram_layers=route.gram_layers,
+                               chunk_rows=route.chunk_rows)
 
 
 def _sq_norm(grads: Sequence[torch.Tensor]) -> float:
@@ -168,32 +173,45 @@ class _Tap:
 
 
 class _LinearTap(_Tap):
-    """Records a Linear layer's input and the gradients reaching its output."""
+    """Records a Linear layer's input and output in the forward pass.
+
+    The gradient reaching the output is asked of autograd directly (an input
+    of ``torch.autograd.grad``), not caught by a tensor hook: a hook fires
+    only where autograd needs that gradient for some other input, so a layer
+    without a bias and with nothing trainable upstream would silently have
+    read as zero.
+    """
 
     inputs: torch.Tensor | None = None
-    delta: torch.Tensor | None = None
+    output: torch.Tensor | None = None
 
     def _forward(self, module, args, output) -> None:  # noqa: ARG002 - hook API
         if args[0].dim() != 2:
             raise ValueError("Gram-measured Linear layers need 2-d inputs (rows x features)")
         self.inputs = args[0].detach()
-        output.register_hook(self._backward)
+        self.output = output
 
-    def _backward(self, grad: torch.Tensor) -> None:
-        self.delta = grad.detach()
 
-    def take_delta(self) -> torch.Tensor:
-        """The output gradient of the last backward pass (zeros if it did not reach the layer)."""
-        delta = self.delta if self.delta is not None else torch.zeros(
-            self.inputs.shape[0], self.layer.out_features, dtype=self.inputs.dtype, device=self.inputs.device)
-        self.delta = None
-        return delta
+def gram_is_cheaper(rows: int, in_features: int, out_features: int) -> bool:
+    """Whether |delta^T x|^2 costs less from two Gram matrices (rows^2 (in + out)) than from the product.
+
+    Forming delta^T x costs rows x in x out; so Gram matrices win below
+    in*out/(in+out) rows: about 440 for the Nature CNN's 3136x512 layer.
+    """
+    return rows * (in_features + out_features) <= in_features * out_features
+
+
+def _product_sq_norm(delta: torch.Tensor, x: torch.Tensor) -> float:
+    """|delta^T x|_F^2 by the cheaper route for its size (fp32 even when the layer ran in bf16)."""
+    if gram_is_cheaper(delta.shape[0], x.shape[1], delta.shape[1]):
+        return _gram_sq_norm(delta, x)
+    return float((delta.float().T @ x.float()).square().sum())
 
 
 def _per_group_backward(params: list[torch.nn.Parameter], loss: RowsLoss, groups: Sequence[np.ndarray],
-                        measure: bool, parts: bool,
-                        gram_layers: Sequence[torch.nn.Linear] = ()) -> GradientReport:
-    """The per-group route: one forward and backward pass per group of rows.
+                        measure: bool, parts: bool, gram_layers: Sequence[torch.nn.Linear] = (),
+                        chunk_rows: int = 0) -> GradientReport:
+    """The per-group route: each group's gradient on its own, in passes of about ``chunk_rows`` rows.
 
     ``measure`` records |g_j|^2 of the total loss per group; ``parts`` also
     records them for the policy and value parts separately. The weights of
@@ -216,50 +234,96 @@ def _per_group_backward(params: list[torch.nn.Parameter], loss: RowsLoss, groups
     for name in names:
         out.sq_norms[name] = []
     stats: dict[str, float] = {}
+    n_auto = len(autograd_params)
+
+    def grad(part_loss: torch.Tensor, retain: bool) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Gradients of the autograd parameters, and those reaching the Gram layers' outputs."""
+        g = torch.autograd.grad(part_loss, autograd_params + [tap.output for tap in taps],
+                                retain_graph=retain, materialize_grads=True)
+        return list(g[:n_auto]), list(g[n_auto:])
+
+    def one_pass(rows: np.ndarray) -> tuple[dict, dict, list[torch.Tensor], dict[str, torch.Tensor]]:
+        """Per part: the mean loss's gradients over ``rows`` and at the Gram layers' outputs; their inputs."""
+        policy_loss, value_loss, pass_stats = loss(rows)
+        if parts:
+            g_policy, d_policy = grad(policy_loss, retain=True)
+            g_value, d_value = grad(value_loss, retain=False)
+            grads = {"total": torch._foreach_add(g_policy, g_value), "policy": g_policy, "value": g_value}
+            deltas = {"total": [a + b for a, b in zip(d_policy, d_value, strict=True)],
+                      "policy": d_policy, "value": d_value}
+        else:
+            g_total, d_total = grad(policy_loss + value_loss, retain=False)
+            grads, deltas = {"total": g_total}, {"total": d_total}
+        inputs = [tap.inputs for tap in taps]
+        for tap in taps:
+            tap.output = None  # the graph of this pass can go
+        return grads, deltas, inputs, pass_stats
+
+    def group_gradient(rows: np.ndarray) -> tuple[dict, dict, list[torch.Tensor], dict[str, float]]:
+        """``one_pass`` over a whole group, in passes of about ``chunk_rows`` (cache-sized) rows.
+
+        The group's mean-loss gradient is the row-weighted mean of its passes'; the
+        gradient reaching a Gram layer's output rows of pass c is n_c/n times the pass's.
+        """
+        chunks = np.array_split(rows, pass_count(rows.size, chunk_rows))
+        grads: dict[str, list[torch.Tensor]] = {}
+        deltas: dict[str, list[list[torch.Tensor]]] = {}
+        inputs: list[list[torch.Tensor]] = [[] for _ in taps]
+        pass_stats: dict[str, float] = {}
+        for chunk in chunks:
+            w = chunk.size / rows.size
+            g_c, d_c, x_c, s_c = one_pass(chunk)
+            for name, g in g_c.items():
+                if name in grads:
+                    torch._foreach_add_(grads[name], g, alpha=w)
+                else:
+                    grads[name] = torch._foreach_mul(g, w) if len(chunks) > 1 else list(g)
+                parts_d = deltas.setdefault(name, [[] for _ in taps])
+                for i, d in enumerate(d_c[name]):
+                    parts_d[i].append(w * d if len(chunks) > 1 else d)
+            for i, x in enumerate(x_c):
+                inputs[i].append(x)
+            for key, value in s_c.items():
+                pass_stats[key] = pass_stats.get(key, 0.0) + w * float(value.detach())
+        return (grads, {name: [torch.cat(ds) for ds in per_tap] for name, per_tap in deltas.items()},
+                [torch.cat(xs) for xs in inputs], pass_stats)
+
     try:
         for rows, size in zip(groups, sizes, strict=True):
             weight = size / total_size
-            policy_loss, value_loss, group_stats = loss(rows)
-            if parts:
-                g_policy = torch.autograd.grad(policy_loss, autograd_params, retain_graph=True,
-                                               materialize_grads=True)
-                d_policy = [tap.take_delta() for tap in taps]
-                g_value = torch.autograd.grad(value_loss, autograd_params, materialize_grads=True)
-                d_value = [tap.take_delta() for tap in taps]
-                grads = {"total": torch._foreach_add(g_policy, g_value), "policy": g_policy, "value": g_value}
-                deltas = {"total": [a + b for a, b in zip(d_policy, d_value, strict=True)],
-                          "policy": d_policy, "value": d_value}
-            else:
-                grads = {"total": torch.autograd.grad(policy_loss + value_loss, autograd_params,
-                                                      materialize_grads=True)}
-                deltas = {"total": [tap.take_delta() for tap in taps]}
-            for i, tap in enumerate(taps):
-                tap_inputs[i].append(tap.inputs)
+            grads, deltas, group_inputs, group_stats = group_gradient(rows)
+            for i, x in enumerate(group_inputs):
+                tap_inputs[i].append(x)
             for name, g in grads.items():
                 if measure:
-                    gram = sum(_gram_sq_norm(d, tap.inputs) for d, tap in zip(deltas[name], taps, strict=True))
+                    gram = sum(_product_sq_norm(d, x) for d, x in zip(deltas[name], group_inputs, strict=True))
                     out.sq_norms[name].append(_sq_norm(g) + gram)
                 torch._foreach_add_(sums[name], g, alpha=weight)
                 for i, d in enumerate(deltas[name]):
                     tap_deltas[name][i].append(weight * d)
             for key, value in group_stats.items():
-                stats[key] = stats.get(key, 0.0) + weight * float(value.detach())
+                stats[key] = stats.get(key, 0.0) + weight * value
     finally:
         for tap in taps:
             tap.handle.remove()
     inputs = [torch.cat(xs) for xs in tap_inputs]
+    # The batch's weight gradient of each Gram layer: sum over groups of w_j delta_j^T x_j,
+    # formed for the update anyway, so the total's |G_big|^2 reads it at no extra cost.
+    gram_grads = [(torch.cat(ds).float().T @ x.float())
+                  for ds, x in zip(tap_deltas["total"], inputs, strict=True)]
     for name in names:
-        deltas = [torch.cat(ds) for ds in tap_deltas[name]]
-        out.big_sq_norms[name] = _sq_norm(sums[name]) + sum(
-            _gram_sq_norm(d, x) for d, x in zip(deltas, inputs, strict=True))
+        if name == "total":
+            gram_big = _sq_norm(gram_grads)
+        else:
+            gram_big = sum(_product_sq_norm(torch.cat(ds), x) for ds, x in zip(tap_deltas[name], inputs, strict=True))
+        out.big_sq_norms[name] = _sq_norm(sums[name]) + gram_big
     out.finite = all(torch.isfinite(torch.tensor(v)) for v in out.big_sq_norms.values()) and all(
         torch.isfinite(torch.tensor(v)) for v in stats.values()
     )
     for p, g in zip(autograd_params, sums["total"], strict=True):
         p.grad = g
-    for layer, d, x in zip(gram_layers, (torch.cat(ds) for ds in tap_deltas["total"]), inputs, strict=True):
-        # The batch's weight gradient: sum over groups of w_j delta_j^T x_j.
-        layer.weight.grad = (d.float().T @ x.float()).to(layer.weight.dtype)
+    for layer, g in zip(gram_layers, gram_grads, strict=True):
+        layer.weight.grad = g.to(layer.weight.dtype)
     out.stats = stats
     return out
 
@@ -358,7 +422,7 @@ def _group_sums_into(row_sums: dict[torch.nn.Parameter, torch.Tensor], taps: lis
         gram = any(layer is g for g in gram_layers)
         if gram:
             for j, (a, b) in enumerate(bounds):
-                group_sq[j] += _gram_sq_norm(delta[a:b], tap.x[a:b])
+                group_sq[j] += _product_sq_norm(delta[a:b], tap.x[a:b])
             add(layer.weight, delta.float().T @ tap.x.float())
         # Group sums of the other weights and of every bias.
         for param, group_sums in _group_sums(layer, tap.x, delta, bounds, gram).items():

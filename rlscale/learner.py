@@ -45,6 +45,8 @@ class Learner:
         self.channels_last = cfg.run.channels_last and convolutional
         self.model = model.to(memory_format=torch.channels_last) if self.channels_last else model
         self.device = next(model.parameters()).device  # batches are moved here
+        # "auto" is resolved by timing before the learner is built (engine.NativeEngine,
+        # rlscale/precision.py); a learner built directly with "auto" runs fp32.
         self.bf16 = cfg.run.learner_precision == "bf16"
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.route = GradientRoute.for_model(self.model, self.device, cfg.run.learner_chunk_rows)

@@ -13,6 +13,7 @@ import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 import ray
@@ -49,7 +50,11 @@ def init_ray(address: str, log_to_driver: bool = True) -> bool:
         if address:
             ray.init(address=address, logging_level="ERROR", log_to_driver=log_to_driver)
         else:
-            ray.init(include_dashboard=False, logging_level="ERROR", log_to_driver=log_to_driver)
+            # Ray starts its workers at nice 15, below this driver: with --overlap the
+            # learner then starved the rollout actors of CPU. They are the work, not
+            # background tasks, so they run at the driver's priority (docs/performance.md).
+            ray.init(include_dashboard=False, logging_level="ERROR", log_to_driver=log_to_driver,
+                     _system_config={"worker_niceness": 0})
     except (ConnectionError, RuntimeError, ValueError) as err:
         where = f"at '{address}'" if address else "embedded"
         raise UserError(
@@ -92,6 +97,15 @@ class RayWorker(RolloutWorker):
     def node_id(self) -> str:
         """The Ray node of this actor; also a readiness probe."""
         return ray.get_runtime_context().get_node_id()
+
+
+@dataclass
+class _Rollout:
+    """A rollout ordered from the actors and not yet collected."""
+
+    weights_ref: ray.ObjectRef  # the weights it runs with (an actor that dies reruns with them)
+    pending: dict[int, ray.ObjectRef]  # worker index -> its fragment
+    resize_orders: list[ray.ObjectRef]  # background resize orders that run before it
 
 
 class RayPool(Pool):
@@ -192,12 +206,18 @@ class RayPool(Pool):
                 for _ in range(self.vector_envs_per_worker[w])]
         self.warmup_steps += sum(ray.get(adds))
 
-    def _collect_once(self, weights: np.ndarray) -> Batch:
+    def _start(self, weights: np.ndarray) -> _Rollout:
         weights_ref = ray.put(weights)  # broadcast once through the object store
-        n_steps = self.cfg.agent.n_steps
-        pending = {w: self.actors[w].rollout.remote(weights_ref, n_steps)
+        pending = {w: self.actors[w].rollout.remote(weights_ref, self.cfg.agent.n_steps)
                    for w, count in enumerate(self.vector_envs_per_worker) if count > 0}
+        # Resize orders given before this rollout ran on their actors before it;
+        # later ones stay for the next rollout.
+        ordered, self.unconfirmed = self.unconfirmed, []
+        return _Rollout(weights_ref, pending, ordered)
+
+    def _finish(self, rollout: _Rollout) -> Batch:
         fragments: dict[int, Batch] = {}
+        pending = rollout.pending
         while pending:
             w, ref = next(iter(pending.items()))
             try:
@@ -205,10 +225,9 @@ class RayPool(Pool):
                 del pending[w]
             except RayActorError:
                 self._replace(w)
-                pending[w] = self.actors[w].rollout.remote(weights_ref, n_steps)
+                pending[w] = self.actors[w].rollout.remote(rollout.weights_ref, self.cfg.agent.n_steps)
         # Done by now (each ran before its actor's rollout); a dead actor's order is moot.
-        unconfirmed, self.unconfirmed = self.unconfirmed, []
-        for ref in unconfirmed:
+        for ref in rollout.resize_orders:
             try:
                 ray.get(ref)
             except RayActorError:

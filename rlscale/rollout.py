@@ -20,6 +20,7 @@ import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -224,6 +225,7 @@ class Pool:
         self.vector_envs_per_worker: list[int] = [0] * n_workers
         self.next_env_id = 0
         self.warmup_steps = 0
+        self._rollout: Any = None  # the rollout started and not yet collected
 
     @property
     def n_envs(self) -> int:
@@ -263,16 +265,41 @@ class Pool:
     def _apply(self, adds: list[tuple[int, list[int], int]], removes: list[int], background: bool) -> int:
         raise NotImplementedError
 
-    def collect(self, weights: np.ndarray) -> Batch:
-        """One rollout of n_steps by every environment with the given flat weights."""
-        batch = self._collect_once(weights)
+    @property
+    def in_flight(self) -> bool:
+        """A rollout was started and not yet collected."""
+        return self._rollout is not None
+
+    def start(self, weights: np.ndarray) -> None:
+        """Begin one rollout of n_steps by every environment with these flat weights.
+
+        The workers step while this process goes on (the Ray pool; the serial
+        pool steps only when collected), so the learner can train on the
+        previous batch meanwhile: a policy lag of one update.
+        """
+        if self._rollout is not None:
+            raise RuntimeError("a rollout is already in flight; collect it first")
+        self._rollout = (self._start(weights), weights)
+
+    def collect(self, weights: np.ndarray | None = None) -> Batch:
+        """The rollout in flight, or one started now with ``weights``."""
+        if self._rollout is None:
+            if weights is None:
+                raise RuntimeError("no rollout in flight: collect needs the weights to start one")
+            self.start(weights)
+        (rollout, weights), self._rollout = self._rollout, None
+        batch = self._finish(rollout)
         # A shrink can close the last running envs while others still start: wait for them.
         while batch.n_envs == 0 and batch.starting_envs > 0:
             time.sleep(0.05)
-            batch = self._collect_once(weights)
+            batch = self._finish(self._start(weights))
         return batch
 
-    def _collect_once(self, weights: np.ndarray) -> Batch:
+    def _start(self, weights: np.ndarray) -> Any:
+        """Order a rollout; returns what ``_finish`` needs to collect it."""
+        raise NotImplementedError
+
+    def _finish(self, rollout: Any) -> Batch:
         raise NotImplementedError
 
     def describe(self) -> str:
@@ -294,8 +321,11 @@ class SerialPool(Pool):
     def _apply(self, adds, removes, background) -> int:
         return self.worker.resize([(ids, seed) for _, ids, seed in adds], len(removes), background)
 
-    def _collect_once(self, weights: np.ndarray) -> Batch:
-        return self.worker.rollout(weights, self.cfg.agent.n_steps)
+    def _start(self, weights: np.ndarray) -> np.ndarray:
+        return weights.copy()  # one process: the rollout runs when collected, with these weights
+
+    def _finish(self, rollout: np.ndarray) -> Batch:
+        return self.worker.rollout(rollout, self.cfg.agent.n_steps)
 
     def describe(self) -> str:
         return "serial (no Ray)"

@@ -37,12 +37,14 @@ BOOTSTRAP_RESAMPLES = 10_000
 def variant_of(run: RunRecord) -> str:
     """'fixed 80 lr 0.0007' for a fixed optimizer batch, else the batch control with its first batch
     and learning-rate rule ('auto from 40 lr 0.0007 noise a1')."""
-    c = run.cfg.control
+    c, r = run.cfg.control, run.cfg.run
     lr = f"lr {run.cfg.agent.lr:g}"
+    # Engine settings that can change learning: the policy lag, and bf16 forced on.
+    engine = (" overlap" if r.overlap else "") + (" bf16" if r.learner_precision == "bf16" else "")
     if c.batch == "fixed":
-        return f"fixed {optimizer_batch(run):g} {lr}"
-    rule = f" noise a{c.lr_alpha:g}" if c.lr_rule == "noise" else ""
-    return f"{c.batch} from {run.cfg.env.n_envs * run.cfg.observations_per_env:g} {lr}{rule}"
+        return f"fixed {optimizer_batch(run):g} {lr}{engine}"
+    rule = f" noise a{c.lr_alpha:g}" if c.scales_lr else ""
+    return f"{c.batch} from {run.cfg.env.n_envs * run.cfg.observations_per_env:g} {lr}{rule}{engine}"
 
 
 def median_interval(values: np.ndarray, seed: int = 0) -> tuple[float, float, float]:

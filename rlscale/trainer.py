@@ -72,7 +72,7 @@ class Run:
         if not goals:
             return None
         goal = min(goals)
-        at = self.forecast.expected_step(goal)
+        at = self.forecast.expected_step(goal, self.state.agent_steps)
         return goal, at if at is not None and at <= 2 * self.cfg.total_agent_steps else None
 
     @property

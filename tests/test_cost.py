@@ -126,3 +126,17 @@ def test_auto_state_round_trips_the_cost_model():
     clone = auto()
     clone.load_state_dict(c.state_dict())
     assert clone.cost.fit == c.cost.fit
+
+
+def test_auto_scales_the_learning_rate_by_default_and_other_modes_do_not():
+    """lr_rule auto: the noise rule (alpha 0.5) with --batch auto, none with the other modes."""
+    c = auto(lr_rule="auto")
+    for batch in (80, 160):
+        for _ in range(5):
+            c.cost.add(batch, 0.052 + 0.00047 * batch)
+    d = c.step(32, 2700.0, 1000, 7e-4)  # B* 547 vs 160: grow 32 -> 64 envs (160 -> 320 observations)
+    assert d.n_envs == 64
+    assert d.lr == pytest.approx(7e-4 * ((1 + 2700 / 160) / (1 + 2700 / 320)) ** 0.5)
+    critical = BatchController(ControlConfig(batch="critical", cooldown=0), observations_per_env=5, vector_size=4)
+    d = critical.step(32, 2700.0, 1000, 7e-4)
+    assert d.n_envs == 64 and d.lr == 7e-4

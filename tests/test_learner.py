@@ -102,6 +102,30 @@ def test_parts_sum_to_total(kind):
             assert cross == 0.0
 
 
+def test_a_lagged_batch_weights_the_policy_gradient_by_truncated_importance():
+    """--overlap: rho = min(1, pi/mu) per row; 1 where the acting policy is the current one."""
+    spec = SPECS["mlp"]
+    torch.manual_seed(0)
+    cfg = build_config("cartpole", None, {"overlap": True, "ent_coef": 0.0})
+    learner = A2CLearner(build_network(spec, "auto", 64), cfg)
+    batch = random_batch(spec, 5, 8)
+    obs, actions = learner.rows(batch.obs), learner.rows(batch.actions)
+    advantages = torch.randn(40)
+    with torch.no_grad():
+        logits, _ = learner.forward(obs)
+        current = torch.distributions.Categorical(logits=logits).log_prob(actions)
+    rows = np.arange(40)
+
+    def policy_loss(behaviour):
+        data = A2CRows(obs, actions, torch.zeros(40), advantages, behaviour)
+        return float(learner.loss(data, rows)[0].detach())
+
+    plain = policy_loss(None)
+    assert policy_loss(current) == pytest.approx(plain, rel=1e-6)  # on-policy: rho = 1
+    assert policy_loss(current + np.log(2.0)) == pytest.approx(0.5 * plain, rel=1e-5)  # mu = 2 pi: rho = 1/2
+    assert policy_loss(current - 1.0) == pytest.approx(plain, rel=1e-6)  # pi > mu: truncated at 1
+
+
 def test_row_chunks_pack_whole_items_near_the_target():
     assert row_chunks([20] * 4, 128) == [[0, 1, 2, 3]]
     assert row_chunks([160] * 4, 128) == [[0], [1], [2], [3]]
@@ -220,6 +244,85 @@ def test_gram_route_gives_the_explicit_norms_and_gradient(parts):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
     # The hooks are gone afterwards: a plain forward pass records nothing.
     assert not model.trunk[7]._forward_hooks
+
+
+@pytest.mark.parametrize("parts", [False, True])
+def test_groups_split_into_passes_give_the_same_norms_and_gradient(parts):
+    """A group larger than a pass is differentiated in several passes; its norms and the update do not change."""
+    from rlscale.gradients import _per_group_backward
+
+    spec = SPECS["nature_cnn"]
+    torch.manual_seed(4)
+    model = build_network(spec, "auto", 64)
+    cfg = build_config("cartpole", None, {"noise_groups": 4, "n_envs": 8})
+    learner = A2CLearner(model, cfg)
+    batch = random_batch(spec, 5, 8, seed=6)
+    obs, actions = torch.from_numpy(batch.obs).flatten(0, 1), torch.from_numpy(batch.actions).flatten()
+    target = torch.from_numpy(batch.values).flatten() + 1.0
+
+    def loss(rows):
+        idx = torch.from_numpy(rows)
+        logits, value = model(obs[idx])
+        logprob = torch.distributions.Categorical(logits=logits).log_prob(actions[idx])
+        return -logprob.mean(), (value - target[idx]).pow(2).mean(), {"value_loss": (value - target[idx]).pow(2).mean()}
+
+    groups = learner.env_group_rows(np.arange(40), 8)  # 4 groups of 10 rows
+    results = []
+    for chunk_rows in (0, 4):  # one pass per group; passes of 3-4 rows
+        report = _per_group_backward(learner.params, loss, groups, measure=True, parts=parts,
+                                     gram_layers=learner.route.gram_layers, chunk_rows=chunk_rows)
+        results.append((report, [p.grad.clone() for p in learner.params]))
+    (whole, whole_grads), (split, split_grads) = results
+    for name in whole.sq_norms:
+        np.testing.assert_allclose(split.sq_norms[name], whole.sq_norms[name], rtol=1e-4)
+        assert split.big_sq_norms[name] == pytest.approx(whole.big_sq_norms[name], rel=1e-4)
+    assert split.stats["value_loss"] == pytest.approx(whole.stats["value_loss"], rel=1e-5)
+    for a, b in zip(whole_grads, split_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
+
+
+def test_gram_norms_take_the_cheaper_form_for_their_size():
+    """|delta^T x|^2 from Gram matrices below in*out/(in+out) rows, from the product above; same number."""
+    from rlscale.gradients import _product_sq_norm, gram_is_cheaper
+
+    assert gram_is_cheaper(440, 3136, 512) and not gram_is_cheaper(441, 3136, 512)  # the Nature CNN's layer
+    torch.manual_seed(0)
+    for rows in (2, 50):  # 8x4 layer: the Gram route up to 2.67 rows
+        delta, x = torch.randn(rows, 4, dtype=torch.float64), torch.randn(rows, 8, dtype=torch.float64)
+        assert gram_is_cheaper(rows, 8, 4) == (rows == 2)
+        assert _product_sq_norm(delta, x) == pytest.approx(float((delta.T @ x).square().sum()), rel=1e-6)
+
+
+@pytest.mark.parametrize("parts", [False, True])
+def test_a_gram_layer_with_nothing_trainable_upstream_is_measured(parts):
+    """A bias-free first layer: autograd needs no gradient at its output for any other parameter.
+
+    A tensor hook on that output never fired, and its norms silently read as
+    zero; asked of autograd directly, they equal the plain per-group route's.
+    """
+    from rlscale.gradients import _per_group_backward
+
+    torch.manual_seed(3)
+    first = torch.nn.Linear(12, 16, bias=False)
+    model = torch.nn.Sequential(first, torch.nn.Tanh(), torch.nn.Linear(16, 2))
+    params = list(model.parameters())
+    x, target = torch.randn(24, 12), torch.randn(24, 2)
+
+    def loss(rows):
+        out = model(x[torch.from_numpy(rows)])
+        policy = (out[:, 0] - target[torch.from_numpy(rows), 0]).pow(2).mean()
+        value = (out[:, 1] - target[torch.from_numpy(rows), 1]).pow(2).mean()
+        return policy, value, {}
+
+    groups = np.array_split(np.arange(24), 4)
+    plain = _per_group_backward(params, loss, groups, measure=True, parts=parts)
+    plain_grad = first.weight.grad.clone()
+    gram = _per_group_backward(params, loss, groups, measure=True, parts=parts, gram_layers=[first])
+    assert first.weight.grad.abs().sum() > 0
+    torch.testing.assert_close(first.weight.grad, plain_grad)
+    for name in plain.sq_norms:
+        np.testing.assert_allclose(gram.sq_norms[name], plain.sq_norms[name], rtol=1e-5)
+        assert gram.big_sq_norms[name] == pytest.approx(plain.big_sq_norms[name], rel=1e-5)
 
 
 @pytest.mark.parametrize("chunk_rows", [0, 8, 40])

@@ -55,6 +55,44 @@ def test_serial_and_actor_pools_give_the_same_layout(ray_instance):
         actors.close()
 
 
+def test_a_rollout_in_flight_runs_with_the_weights_it_started_with(ray_instance):
+    """--overlap's policy lag: a started rollout keeps its weights, and a resize ordered meanwhile waits for it."""
+    cfg = cartpole(n_envs=8)
+    spec, weights = weights_for(cfg)
+    pool = RayPool(cfg, spec)
+    try:
+        pool.start(np.zeros_like(weights))  # zero weights: uniform policy, zero values
+        with pytest.raises(RuntimeError, match="already in flight"):
+            pool.start(weights)
+        pool.resize(12)
+        lagged = pool.collect()
+        assert not pool.in_flight
+        check_layout(lagged, cfg.agent.n_steps, 8, spec.obs_shape)
+        np.testing.assert_allclose(lagged.logprobs, np.log(0.5), rtol=1e-6)
+        assert np.all(lagged.values == 0)
+        fresh = pool.collect(weights)
+        check_layout(fresh, cfg.agent.n_steps, 12, spec.obs_shape)
+        assert not np.allclose(fresh.logprobs, np.log(0.5))
+        with pytest.raises(RuntimeError, match="no rollout in flight"):
+            pool.collect()
+    finally:
+        pool.close()
+
+
+def test_the_serial_pool_keeps_the_same_policy_lag():
+    """--overlap --serial: no concurrency, but the batch still comes from the weights given at start."""
+    cfg = cartpole(n_envs=4, serial=True)
+    spec, weights = weights_for(cfg)
+    pool = SerialPool(cfg, spec)
+    try:
+        zeros = np.zeros_like(weights)
+        pool.start(zeros)
+        zeros[:] = 1.0  # the learner changes its weights in place meanwhile: the pool kept its own
+        np.testing.assert_allclose(pool.collect().logprobs, np.log(0.5), rtol=1e-6)
+    finally:
+        pool.close()
+
+
 def test_atari_batch_layout_serial():
     cfg = build_config("pong", None, {"n_envs": 8, "warmup_max_steps": 20})
     spec, weights = weights_for(cfg)

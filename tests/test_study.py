@@ -37,9 +37,9 @@ def test_median_interval_by_bootstrap():
 def test_study_cells_group_variants_and_count_unreached_seeds():
     runs = [record(f"f{s}", "fixed", 8, 5_000 + 1_000 * s, 0.01) for s in range(5)]
     runs += [record(f"a{s}", "auto", 8, 4_000 if s < 3 else None, 0.01) for s in range(5)]
-    assert {variant_of(r) for r in runs} == {"fixed 40 lr 0.0007", "auto from 40 lr 0.0007"}
+    assert {variant_of(r) for r in runs} == {"fixed 40 lr 0.0007", "auto from 40 lr 0.0007 noise a0.5"}
     table = {c.variant: c for c in cells(runs, [475.0])}
-    fixed, auto = table["fixed 40 lr 0.0007"], table["auto from 40 lr 0.0007"]
+    fixed, auto = table["fixed 40 lr 0.0007"], table["auto from 40 lr 0.0007 noise a0.5"]
     # The 20-episode window is full from step 2,000 on; a jump at step s makes the mean
     # reach 475 when 19 of the last 20 episodes are 500: 18 episodes (1,800 steps) later.
     assert fixed.reached == 5 and fixed.wall[0] == pytest.approx((7_000 + 1_800) * 0.01)

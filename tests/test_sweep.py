@@ -120,6 +120,7 @@ def test_goal_forecast_follows_a_rising_trend_only():
     assert len(forecast.history) == 10
     assert forecast.expected_step(-5) == pytest.approx(1_500)  # -20 + 0.01 * 1500 = -5
     assert forecast.expected_step(-15) == 900  # already passed: not before the last point
+    assert forecast.expected_step(-15, now=950) == 950  # nor before the current step
     falling = GoalForecast(spacing=1)
     for step in range(10):
         falling.add(step, -step)

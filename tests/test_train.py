@@ -225,6 +225,33 @@ def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):
     assert all(e.value >= 1.0 - 1e-9 for e in events.Scalars("batch/predicted_speedup"))
 
 
+def test_actors_of_an_embedded_ray_run_at_the_drivers_priority():
+    """Ray nices its workers to 15; rlscale's embedded Ray keeps rollout actors level with the learner."""
+    from rlscale.env import probe_spec
+    from rlscale.ray_pool import RayPool
+
+    cfg = build_config("cartpole", None, {"n_envs": 4, "n_actors": 2})
+    pool = RayPool(cfg, probe_spec(cfg.env))  # starts (and on close stops) its own embedded Ray
+    try:
+        assert pool.owns_ray
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        assert [os.getpriority(os.PRIO_PROCESS, pid) for pid in pool.worker_pids()] == [mine, mine]
+    finally:
+        pool.close()
+
+
+def test_overlapped_collection_trains_with_a_one_update_policy_lag(tmp_path, capsys):
+    """--overlap: the actors collect the next batch while the learner trains; the run counts every step."""
+    run_dir = tmp_path / "overlap"
+    assert main(["cartpole", "--n-actors", "2", "--overlap", "--total-frames", "20000",
+                 "--run-dir", str(run_dir)]) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["agent_steps"] >= 20_000
+    assert [e.value for e in scalars(run_dir).Scalars("rollout/episode_return")]
+    assert main(["cartpole", "--backend", "rllib", "--overlap", "--run-dir", str(tmp_path / "bad")]) == 2
+    assert "--overlap is an option of the native engine" in capsys.readouterr().err
+
+
 def test_a_minatar_game_by_id_trains_with_its_network_and_logs_returns(tmp_path, capsys):
     run_dir = tmp_path / "minatar"
     assert main(["MinAtar/SpaceInvaders-v1", "--serial", "--total-frames", "6000", "--run-dir", str(run_dir)]) == 0
