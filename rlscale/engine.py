@@ -22,7 +22,7 @@ from rlscale import tags
 from rlscale.a2c import A2CLearner
 from rlscale.config import Config
 from rlscale.env import EnvSpec, probe_spec, sample_observations
-from rlscale.gradients import CPU_CHUNK_ROWS
+from rlscale.gradients import GradientRoute
 from rlscale.learner import Learner, resolve_device
 from rlscale.nets import build_network
 from rlscale.noise import NoiseMeter
@@ -81,10 +81,10 @@ def make_pool(cfg: Config, spec: EnvSpec) -> Pool:
     return RayPool(cfg, spec)
 
 
-def _pass_rows(cfg: Config, n_envs: int) -> int:
-    """Rows of one learner pass at the start: the optimizer batch, in passes of ~CPU_CHUNK_ROWS on CPU."""
+def _pass_rows(cfg: Config, n_envs: int, model: torch.nn.Module, device: torch.device) -> int:
+    """Rows of one learner pass at the start: the optimizer batch, in the passes the learner will use."""
     rows = max(1, int(n_envs * cfg.observations_per_env))
-    chunk = cfg.run.learner_chunk_rows or (CPU_CHUNK_ROWS if cfg.run.learner_device != "cuda" else 0)
+    chunk = GradientRoute.for_model(model, device, cfg.run.learner_chunk_rows).chunk_rows
     return min(rows, chunk) if chunk else rows
 
 
@@ -103,10 +103,12 @@ class NativeEngine:
         np.random.seed(cfg.run.seed)
         spec = probe_spec(cfg.env)
         model = build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden)
-        model = model.to(resolve_device(cfg.run.learner_device))
+        device = resolve_device(cfg.run.learner_device)
+        model = model.to(device)
         self.precision: PrecisionChoice | None = None
         if cfg.run.learner_precision == "auto":
-            obs = torch.from_numpy(sample_observations(spec, _pass_rows(cfg, n_envs))).to(next(model.parameters()).device)
+            rows = _pass_rows(cfg, n_envs, model, device)
+            obs = torch.from_numpy(sample_observations(spec, rows)).to(device)
             self.precision = choose_precision(model, obs, channels_last=cfg.run.channels_last)
             cfg = replace(cfg, run=replace(cfg.run, learner_precision=self.precision.precision))
         self.cfg = cfg

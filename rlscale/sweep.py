@@ -52,6 +52,10 @@ def trial_config(env: str, agent: str | None, overrides: dict[str, Any], trial: 
     common = {"lr": trial.lr, "seed": trial.seed, "serial": True, "learner_threads": 1, "run_dir": str(run_dir)}
     if "log_interval" not in overrides:
         common["log_interval"] = 60.0  # Ray Tune shows the trials' progress; keep logs short
+    if "learner_precision" not in overrides:
+        # Not timed per trial: under the sweep's own load the start-up timing can pick
+        # differently from trial to trial, and the trials' wall times are compared.
+        common["learner_precision"] = "fp32"
     if "stop_return" not in overrides and base.env.goals:
         common["stop_return"] = max(base.env.goals)
     if trial.mode != "fixed":

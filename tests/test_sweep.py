@@ -60,6 +60,8 @@ def test_sweep_runs_every_trial_in_its_own_directory(sweep_dir):
         summary = json.loads((sweep_dir / name / "summary.json").read_text())
         assert summary["finished"] and summary["n_envs"] == n_envs
         assert trial_state(sweep_dir / name) == "finished"
+        # The trials' wall times are compared: the same precision for all, not timed per trial.
+        assert 'learner_precision = "fp32"' in (sweep_dir / name / "config.toml").read_text()
     assert json.loads((sweep_dir / "sweep.json").read_text())["trials"][0]["batch_size"] == 10
 
 
