@@ -182,8 +182,11 @@ def train_loop(run: Run) -> None:
         update_seconds = time.perf_counter() - start
         # The cost model learns from updates on a settled pool: environments starting in
         # the background, or the update right after a resize, take time a steady run does not.
+        # Keyed by the nominal batch (the env count's), which the controller compares: RLlib's
+        # batches vary by a few observations with episode boundaries (256.75, 257.0, ...), and
+        # timings spread over such keys never identified the model.
         if run.settled and result.starting_envs == 0:
-            run.controller.cost.add(result.optimizer_batch, update_seconds)
+            run.controller.cost.add(s.n_envs * cfg.observations_per_env, update_seconds)
         s.agent_steps += result.agent_steps
         s.warmup_steps += result.warmup_steps
         s.examples += result.agent_steps * cfg.epochs_per_batch

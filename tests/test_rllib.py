@@ -150,6 +150,28 @@ def test_closed_loop_rllib_run_writes_native_tags_and_changes_its_env_count(tmp_
     assert summary["agent_steps"] >= 12_000
 
 
+@pytest.mark.timeout(600)
+def test_auto_batch_control_on_the_rllib_engine_probes_and_identifies_its_cost_model(tmp_path):
+    """--batch auto --backend rllib: RLlib's batches vary by a few observations (episode ends);
+    the cost model is keyed by the env count's batch, so it is identified after the probe."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run_dir = tmp_path / "rllib-auto"
+    result = run_command(["rlscale.train", "cartpole", "--backend", "rllib", "--n-actors", "2",
+                          "--n-envs", "8", "--n-steps", "32", "--vector-size", "2", "--noise-groups", "2",
+                          "--batch", "auto", "--min-envs", "2", "--max-envs", "32", "--cooldown", "500",
+                          "--total-frames", "15000", "--run-dir", str(run_dir)], timeout=540)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "resize 8 -> 16 envs (grow: probe: timing a second batch size" in result.stdout
+    # Identified after the probe: the model's tags (whether B* then leaves the hysteresis
+    # band depends on this machine's a and b).
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    assert {"perf/overhead_seconds", "perf/seconds_per_observation", "batch/exchange_rate",
+            "batch/predicted_speedup"} <= set(events.Tags()["scalars"])
+    assert all(e.value > 0 for e in events.Scalars("perf/seconds_per_observation"))
+
+
 def test_rllib_backend_bad_input_is_one_line():
     result = run_command(["rlscale.train", "cartpole", "--backend", "rllib", "--agent", "a2c"], timeout=120)
     assert result.returncode == 2
