@@ -265,22 +265,17 @@ def _per_group_backward(params: list[torch.nn.Parameter], loss: RowsLoss, groups
         The group's mean-loss gradient is the row-weighted mean of its passes'; the
         gradient reaching a Gram layer's output rows of pass c is n_c/n times the pass's.
         """
-        chunks = np.array_split(rows, pass_count(rows.size, chunk_rows))
-        grads: dict[str, list[torch.Tensor]] = {}
-        deltas: dict[str, list[list[torch.Tensor]]] = {}
+        grads = {name: [torch.zeros_like(p) for p in autograd_params] for name in names}
+        deltas: dict[str, list[list[torch.Tensor]]] = {name: [[] for _ in taps] for name in names}
         inputs: list[list[torch.Tensor]] = [[] for _ in taps]
         pass_stats: dict[str, float] = {}
-        for chunk in chunks:
+        for chunk in np.array_split(rows, pass_count(rows.size, chunk_rows)):
             w = chunk.size / rows.size
             g_c, d_c, x_c, s_c = one_pass(chunk)
-            for name, g in g_c.items():
-                if name in grads:
-                    torch._foreach_add_(grads[name], g, alpha=w)
-                else:
-                    grads[name] = torch._foreach_mul(g, w) if len(chunks) > 1 else list(g)
-                parts_d = deltas.setdefault(name, [[] for _ in taps])
+            for name in names:
+                torch._foreach_add_(grads[name], g_c[name], alpha=w)
                 for i, d in enumerate(d_c[name]):
-                    parts_d[i].append(w * d if len(chunks) > 1 else d)
+                    deltas[name][i].append(w * d)
             for i, x in enumerate(x_c):
                 inputs[i].append(x)
             for key, value in s_c.items():

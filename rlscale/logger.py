@@ -6,6 +6,7 @@ The x-axis of every scalar is agent steps (one env step of one environment).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from torch.utils.tensorboard import SummaryWriter
 
@@ -61,19 +62,21 @@ class RunLogger:
     def progress(self, step: int, total: int, steps_per_s: float, window: GoalWindow, n_envs: int,
                  signal: float | None, signal_name: str, lr: float, force: bool = False,
                  interval: float = 10.0, starting_envs: int = 0,
-                 next_goal: tuple[float, float | None] | None = None) -> bool:
+                 next_goal: Callable[[], tuple[float, float | None] | None] | None = None) -> bool:
         """Print a progress line if ``interval`` seconds passed; True when it printed.
 
         The line ends with the time the rest of the budget takes at the current rate,
-        and ``next_goal`` (goal, the agent step the return's trend reaches it, if rising).
+        and what ``next_goal()`` gives (goal, the agent step the return's trend reaches
+        it, if rising): called only for a line that prints (it fits the trend).
         """
         now = time.monotonic()
         if not force and now - self.last_print < interval:
             return False
         self.last_print = now
         eta = f"  ETA {duration((total - step) / steps_per_s)}" if steps_per_s > 0 and step < total else ""
-        if next_goal is not None and next_goal[1] is not None and steps_per_s > 0:
-            goal, at = next_goal
+        goal_at = next_goal() if next_goal is not None and steps_per_s > 0 else None
+        if goal_at is not None and goal_at[1] is not None:
+            goal, at = goal_at
             eta += f" (goal {goal:g} at ~{at:,.0f} steps, {duration((at - step) / steps_per_s)})"
         print(
             f"[{min(100.0, 100 * step / total):5.1f}%] steps {step:,}  {steps_per_s:,.0f}/s  "

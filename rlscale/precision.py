@@ -41,14 +41,20 @@ class PrecisionChoice:
 
 
 def _pass(model: torch.nn.Module, obs: torch.Tensor, weights: tuple[torch.Tensor, torch.Tensor],
-          bf16: bool) -> list[torch.Tensor]:
-    """One forward and backward pass of a fixed random loss; the parameters' gradients."""
+          bf16: bool) -> None:
+    """One forward and backward pass of a fixed random loss; the gradients are left in ``p.grad``."""
     model.zero_grad(set_to_none=True)
     with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=bf16):
         logits, value = model(obs)
     loss = (logits.float() * weights[0]).sum() + (value.float() * weights[1]).sum()
     loss.backward()
-    return [p.grad.detach().clone() for p in model.parameters() if p.grad is not None]
+
+
+def _gradient(model: torch.nn.Module, obs: torch.Tensor, weights: tuple[torch.Tensor, torch.Tensor],
+              bf16: bool) -> torch.Tensor:
+    """The parameters' gradient after one pass, as one vector (outside the timed passes)."""
+    _pass(model, obs, weights, bf16)
+    return torch.cat([p.grad.detach().flatten() for p in model.parameters() if p.grad is not None])
 
 
 def _seconds(model: torch.nn.Module, obs: torch.Tensor, weights: tuple[torch.Tensor, torch.Tensor],
@@ -81,10 +87,9 @@ def choose_precision(model: torch.nn.Module, obs: torch.Tensor, channels_last: b
         logits, value = model(obs)
     weights = (torch.randn(logits.shape, generator=generator).to(obs.device),
                torch.randn(value.shape, generator=generator).to(obs.device))
-    reference = _pass(model, obs, weights, bf16=False)
-    approx = _pass(model, obs, weights, bf16=True)
-    error = float(torch.cat([(a - r).flatten() for a, r in zip(approx, reference, strict=True)]).norm()
-                  / torch.cat([r.flatten() for r in reference]).norm().clamp_min(1e-30))
+    reference = _gradient(model, obs, weights, bf16=False)
+    error = float((_gradient(model, obs, weights, bf16=True) - reference).norm()
+                  / reference.norm().clamp_min(1e-30))
     times: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(repeats):  # alternating, so a slow moment of the machine hits both
         for bf16 in (False, True):

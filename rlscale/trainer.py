@@ -222,7 +222,7 @@ def train_loop(run: Run) -> None:
         run.forecast.add(s.agent_steps, run.window.full_mean)
         printed = run.logger.progress(s.agent_steps, total, steps_per_s, run.window, s.n_envs, run.signal,
                                       _signal_name(cfg), lr, interval=cfg.run.log_interval,
-                                      starting_envs=result.starting_envs, next_goal=run.next_goal())
+                                      starting_envs=result.starting_envs, next_goal=run.next_goal)
         if printed and run.on_progress is not None:
             run.on_progress(headline(run))
         # PPO takes epochs x minibatches optimizer steps per batch, so the count jumps:
