@@ -26,7 +26,7 @@ from rlscale.control import BatchController
 from rlscale.cost import predicted_speedup
 from rlscale.engine import Engine, NativeEngine, UpdateResult
 from rlscale.errors import ActorFailures, UserError
-from rlscale.goals import GoalForecast, GoalWindow
+from rlscale.goals import GOAL_WINDOW, GoalForecast, GoalWindow
 from rlscale.logger import RunLogger, StepRate
 
 # Consecutive non-finite updates after which the run stops (with a checkpoint).
@@ -162,6 +162,13 @@ def record_episode(run: Run, episode_return: float, length: int) -> bool:
         print(f"stop: mean return {mean:.1f} reached --stop-return {run.cfg.run.stop_return:g}", flush=True)
         return True
     return False
+
+
+def stop_clause(cfg: Config) -> str:
+    """The header's note of the early stop, when the run has one."""
+    if math.isinf(cfg.run.stop_return):
+        return ""
+    return f", stops at a mean return of {cfg.run.stop_return:g} over {GOAL_WINDOW} episodes"
 
 
 def train_loop(run: Run) -> None:
@@ -306,7 +313,7 @@ def run(cfg: Config, run_dir: Path, resume: bool = False,
         s = training.state
         print(f"{cfg.env.env_id} | {cfg.agent.algo} | {s.n_envs} envs x {cfg.agent.n_steps} steps "
               f"| {training.engine.describe()} | batch control: {cfg.control.batch} "
-              f"| budget {cfg.total_agent_steps:,} agent steps", flush=True)
+              f"| budget {cfg.total_agent_steps:,} agent steps{stop_clause(cfg)}", flush=True)
         train_loop(training)
         path = save_checkpoint(training)
         training.logger.progress(s.agent_steps, cfg.total_agent_steps, s.agent_steps / max(s.wall_seconds, 1e-9),
