@@ -16,7 +16,7 @@ second and the ratio to the lean loop:
 * overlap: the actors collect the next batch while the learner trains on this
   one (--overlap), with 2 or 1 actors and 1 learner thread, the noise scale
   off or on, the learner in fp32 or in the precision timed at start-up (auto);
-* the defaults: what ``python -m rlscale.train pong`` runs.
+* the A2C defaults: what ``python -m rlscale.train pong --agent a2c`` runs.
 
 Every row is the training loop's own engine (``NativeEngine``: pool and learner).
 
@@ -71,7 +71,7 @@ def lean_loop(n_envs: int, seconds: float, n_steps: int = 5, gamma: float = 0.99
 
     env = AtariVectorEnv("pong", n_envs, num_threads=1)  # clips rewards itself
     obs, _ = env.reset(seed=0)
-    spec = probe_spec(build_config("pong", None, {}).env)
+    spec = probe_spec(build_config("pong", "a2c", {}).env)
     model = build_network(spec, "nature_cnn", 64)
     optimizer = RMSpropTF(model.parameters(), lr=7e-4, alpha=0.99, eps=1e-5)
     state = {"obs": obs}
@@ -118,7 +118,7 @@ def rlscale_loop(n_envs: int, seconds: float, serial: bool = False, measure: boo
     """The training loop's own engine (pool + learner), updates back to back; None: the preset's default."""
     settings = {"serial": serial, "measure_noise": measure, "learner_precision": precision,
                 "overlap": overlap, "n_actors": n_actors, "learner_threads": threads}
-    cfg = build_config("pong", None, {"n_envs": n_envs, "warmup_max_steps": 0, "max_envs": max(256, n_envs),
+    cfg = build_config("pong", "a2c", {"n_envs": n_envs, "warmup_max_steps": 0, "max_envs": max(256, n_envs),
                                       **{k: v for k, v in settings.items() if v is not None}})
     engine = NativeEngine(cfg, n_envs)
     try:
@@ -168,7 +168,7 @@ def main() -> None:
             threads=1)
         row("overlap, 1 actor, 1 learner thread, noise on, auto", measure=True, overlap=True, n_actors=1,
             threads=1, precision="auto")
-        row("the defaults (train pong)", measure=True, precision="auto", overlap=None, n_actors=None, threads=None)
+        row("A2C defaults (train pong --agent a2c)", measure=True, precision="auto", overlap=None, n_actors=None, threads=None)
     print(f"Pong A2C, 5 steps per update, {args.seconds:g} s per row, torch threads 2")
     print(f"{'what':52s} {'envs':>5s} {'agent steps/s':>14s} {'vs lean':>8s}")
     for what, n, rate in rows:

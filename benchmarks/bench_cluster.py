@@ -40,7 +40,7 @@ def main() -> None:
             cluster.add_node(num_cpus=1)
         cluster.wait_for_nodes()
         n_envs = n_actors * args.envs_per_actor
-        cfg = build_config("pong", None, {"n_envs": n_envs, "n_actors": n_actors, "address": cluster.address,
+        cfg = build_config("pong", "a2c", {"n_envs": n_envs, "n_actors": n_actors, "address": cluster.address,
                                           "max_envs": max(256, n_envs)})
         spec = probe_spec(cfg.env)
         weights = flat_weights(build_network(spec, "auto", 64))

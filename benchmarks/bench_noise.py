@@ -61,7 +61,7 @@ VARIANTS = {
 
 def pong_batch(n_envs: int):
     """One real Pong batch of n_envs x 5 steps, and the env's spec."""
-    base = build_config("pong", None, {"n_envs": n_envs, "warmup_max_steps": 0})
+    base = build_config("pong", "a2c", {"n_envs": n_envs, "warmup_max_steps": 0})
     spec = probe_spec(base.env)
     torch.manual_seed(0)
     pool = SerialPool(base, spec)
@@ -76,7 +76,7 @@ def pass_scan(repeats: int) -> None:
         batch, spec = pong_batch(n_envs)
         learners = {
             rows: A2CLearner(build_network(spec, "auto", 64),
-                             build_config("pong", None, {"n_envs": n_envs, "measure_noise": False,
+                             build_config("pong", "a2c", {"n_envs": n_envs, "measure_noise": False,
                                                          "learner_chunk_rows": rows}))
             for rows in (40, 80, 160, 320, 640, 1280) if rows <= batch.size
         }
@@ -112,7 +112,7 @@ def main() -> None:
             config = {k: v for k, v in overrides.items() if k not in (SHARED_PASS, ALWAYS_GRAM)}
             torch.manual_seed(1)  # the same weights for every variant
             learner = A2CLearner(build_network(spec, "auto", 64),
-                                 build_config("pong", None, {"n_envs": n_envs, **config}))
+                                 build_config("pong", "a2c", {"n_envs": n_envs, **config}))
             learner.route.shared_pass = overrides.get(SHARED_PASS, learner.route.shared_pass)
             learners[name] = learner
         updates = {name: functools.partial(gram_always if VARIANTS[name].get(ALWAYS_GRAM) else run_update,

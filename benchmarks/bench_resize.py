@@ -33,7 +33,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
-    cfg = build_config("pong", None, {"n_envs": 16})
+    cfg = build_config("pong", "a2c", {"n_envs": 16})
     spec = probe_spec(cfg.env)
     weights = flat_weights(build_network(spec, "auto", 64))
     pool = RayPool(cfg, spec)

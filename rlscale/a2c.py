@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from rlscale.gradients import LossParts, backward
+from rlscale.gradients import LossParts
 from rlscale.learner import Learner
 from rlscale.rollout import Batch
 
@@ -68,12 +68,9 @@ class A2CLearner(Learner):
                        self.rows(batch.logprobs) if self.cfg.run.overlap else None)
 
         # 2. Gradient of the batch's loss; per env group when the noise scale is measured.
-        measure = self.cfg.noise.measure_noise
-        rows = np.arange(batch.size)
-        groups = self.env_group_rows(rows, batch.n_envs) if measure else [rows]
-        grad = backward(self.model, self.route, functools.partial(self.loss, data), groups,
-                        measure=measure, parts=self.measure_parts_now())
+        grad = self.gradient(functools.partial(self.loss, data), np.arange(batch.size), batch.n_envs,
+                             measure=self.cfg.noise.measure_noise)
 
         # 3. Noise scale, clip and step (skipped, and counted, when not finite).
-        metrics = self.record_noise(grad, batch.size)
+        metrics = self.record_noise(grad, sum(grad.sizes))  # the whole batch, with data-parallel learners too
         return metrics | self.step(grad, lr)

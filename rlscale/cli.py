@@ -39,10 +39,10 @@ def writable_dir(path: Path, flag: str = "--run-dir") -> Path:
     return path
 
 
-def writable_file(path: Path, suffix: str) -> Path:
+def writable_file(path: Path, *suffixes: str) -> Path:
     """Fail before long work, not after it, when an output file cannot be written."""
-    if path.suffix.lower() != suffix:
-        raise UserError(f"{path}: the file name must end in {suffix}")
+    if path.suffix.lower() not in suffixes:
+        raise UserError(f"{path}: the file name must end in {' or '.join(suffixes)}")
     folder = path.parent
     if not folder.is_dir():
         raise UserError(f"{path}: folder {folder} does not exist")

@@ -116,7 +116,9 @@ class RunConfig:
     n_actors: int = opt(2, "Ray rollout actors")
     overlap: bool = opt(False, "actors collect the next batch while the learner trains on this one "
                         "(a policy lag of one update; with --serial the same lag without the concurrency)")
-    learner_threads: int = opt(0, "torch threads of the learner (0: all cores)")
+    learners: int = opt(1, "data-parallel learner processes (Ray actors, one torch.distributed group; each takes "
+                        "whole environments of the batch and the noise scale comes from their local gradients)")
+    learner_threads: int = opt(0, "torch threads of the learner (0: all cores; with --learners N, the cores / N)")
     learner_device: str = opt("auto", "device of the learner (auto: cuda when this machine has one)",
                               ("auto", "cpu", "cuda"))
     channels_last: bool = opt(True, "learner convolutions in channels-last memory format "
@@ -193,6 +195,7 @@ class Config:
             "clip_coef": a.clip_coef, "optim_eps": a.optim_eps, "mlp_hidden": a.mlp_hidden,
             "noise_groups": n.noise_groups, "noise_horizon": n.noise_horizon,
             "r": c.r, "min_envs": c.min_envs, "max_envs": c.max_envs, "n_actors": r.n_actors,
+            "learners": r.learners,
             "log_interval": r.log_interval, "checkpoint_every": r.checkpoint_every,
             "keep_checkpoints": r.keep_checkpoints,
         }
@@ -234,6 +237,14 @@ class Config:
             )
         if r.overlap and r.backend != "native":
             raise UserError("--overlap is an option of the native engine (drop --backend rllib)")
+        if r.learners > 1 and r.backend != "native":
+            raise UserError("--learners is an option of the native engine (drop --backend rllib)")
+        if r.learners > 1 and r.serial:
+            raise UserError("--learners runs its learners as Ray actors; drop --serial")
+        fewest = e.n_envs if c.batch == "fixed" else min(e.n_envs, c.min_envs)
+        if r.learners > fewest:
+            raise UserError(f"--learners ({r.learners}) exceeds the {fewest} environments the run may have "
+                            "(each learner takes whole environments); raise --n-envs/--min-envs")
         if a.algo == "ppo" and a.n_minibatches > e.n_envs * a.n_steps:
             raise UserError(f"--n-minibatches ({a.n_minibatches}) exceeds the batch ({e.n_envs * a.n_steps})")
         if n.measure_noise and n.noise_groups < 2:

@@ -13,7 +13,7 @@ import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
@@ -28,7 +28,10 @@ from rlscale.nets import build_network
 from rlscale.noise import NoiseMeter
 from rlscale.ppo import PPOLearner
 from rlscale.precision import PrecisionChoice, choose_precision
-from rlscale.rollout import Pool, ResizeReport, SerialPool, flat_weights
+from rlscale.rollout import Pool, ResizeReport, SerialPool
+
+if TYPE_CHECKING:
+    from rlscale.ray_learners import LearnerGroup
 
 LEARNERS: dict[str, type[Learner]] = {"a2c": A2CLearner, "ppo": PPOLearner}
 
@@ -112,16 +115,30 @@ class NativeEngine:
             self.precision = choose_precision(model, obs, channels_last=cfg.run.channels_last)
             cfg = replace(cfg, run=replace(cfg.run, learner_precision=self.precision.precision))
         self.cfg = cfg
-        self.learner = LEARNERS[cfg.agent.algo](model, cfg)
+        self.learner: Learner | LearnerGroup
+        if cfg.run.learners > 1:
+            from rlscale.ray_learners import (
+                LearnerGroup,  # Ray only where learner actors are asked for
+            )
+
+            self.learner = LearnerGroup(cfg, spec)
+        else:
+            self.learner = LEARNERS[cfg.agent.algo](model, cfg)
         if state is not None:
             self.learner.load_state_dict(state["learner"])
             torch.set_rng_state(state["torch_rng"])
-        self.pool = make_pool(replace(cfg, env=replace(cfg.env, n_envs=n_envs)), spec)
+        try:
+            self.pool = make_pool(replace(cfg, env=replace(cfg.env, n_envs=n_envs)), spec)
+        except BaseException:
+            if cfg.run.learners > 1:
+                self.learner.close()  # no learner actors left behind
+            raise
         self.noise = self.learner.noise
 
     def describe(self) -> str:
         precision = self.precision.describe() if self.precision else self.cfg.run.learner_precision
-        return f"{self.pool.describe()} | learner on {self.learner.device}, {precision}"
+        learner = self.learner.describe() if self.cfg.run.learners > 1 else f"learner on {self.learner.device}"
+        return f"{self.pool.describe()} | {learner}, {precision}"
 
     @property
     def optimizer_steps(self) -> int:
@@ -135,13 +152,13 @@ class NativeEngine:
     def update(self, lr: float) -> UpdateResult:
         start = time.perf_counter()
         if not self.pool.in_flight:
-            self.pool.start(flat_weights(self.learner.model))
+            self.pool.start(self.learner.flat_weights())
         batch = self.pool.collect()
         collected = time.perf_counter()
         if self.cfg.run.overlap:
             # The actors step the next rollout with these weights while the learner
             # trains on this batch: a policy lag of one update (as IMPALA's actors have).
-            self.pool.start(flat_weights(self.learner.model))
+            self.pool.start(self.learner.flat_weights())
         steps_before = self.learner.updates
         metrics = self.learner.update(batch, lr)
         metrics[tags.ROLLOUT_SECONDS] = collected - start
@@ -162,3 +179,5 @@ class NativeEngine:
 
     def close(self) -> None:
         self.pool.close()
+        if self.cfg.run.learners > 1:
+            self.learner.close()

@@ -7,9 +7,10 @@ once; each environment plays a fixed quota of episodes, decided up front, so
 short episodes are not over-represented the way "the first N to finish"
 would over-represent them.
 
-The video (``--video out.mp4``) is the first episode of environment 0, at the
-agent's decision rate (frames per second = 60 / frame skip on Atari), showing
-the colour frame the agent's input was made from.
+The video (``--video out.mp4`` or ``clip.gif``) is the first episode of
+environment 0, at the agent's decision rate (frames per second = 60 / frame skip
+on Atari), showing the colour frame the agent's input was made from;
+``--video-frames N`` keeps its first N frames (a clip for a README).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from rlscale.config import Config, loads_saved
 from rlscale.env import Episode, VectorEnv, check_env_id, probe_spec
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.nets import ActorCritic, build_network
-from rlscale.video import VideoWriter
+from rlscale.video import VIDEO_SUFFIXES, GifWriter, VideoWriter, open_video
 
 ATARI_EPISODE_FRAMES = 108_000
 
@@ -109,7 +110,7 @@ def quotas(episodes: int, n_envs: int) -> np.ndarray:
 
 @torch.no_grad()
 def evaluate(agent: Agent, episodes: int, deterministic: bool = False, seed: int = 1_000_003,
-             n_envs: int = 8, video: VideoWriter | None = None, on_episode=None) -> Evaluation:
+             n_envs: int = 8, video: VideoWriter | GifWriter | None = None, on_episode=None) -> Evaluation:
     cfg = evaluation_env_config(agent.cfg)
     n = min(n_envs, episodes)
     quota = quotas(episodes, n)
@@ -134,7 +135,7 @@ def evaluate(agent: Agent, episodes: int, deterministic: bool = False, seed: int
                 actions = torch.multinomial(torch.softmax(logits, dim=1), 1, generator=generator).squeeze(1)
             step = group.step(actions.numpy())
             if recording:
-                if step.terminated[0] or step.truncated[0]:
+                if step.terminated[0] or step.truncated[0] or video.full:
                     recording = False  # the frame now shown is the next episode's first
                 else:
                     video.add(group.frame(0))
@@ -190,14 +191,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("path", type=Path, help="run directory (its latest checkpoint) or a checkpoint file")
     p.add_argument("--episodes", type=positive_int, default=10, help="full episodes to play (default 10)")
     p.add_argument("--deterministic", action="store_true", help="take the most likely action (default: sample)")
-    p.add_argument("--video", type=Path, help="write the first episode of environment 0 to this .mp4")
+    p.add_argument("--video", type=Path, help="write the first episode of environment 0 to this .mp4 or .gif")
+    p.add_argument("--video-frames", type=positive_int, default=None,
+                   help="keep only the video's first N frames (a clip; default: the whole episode)")
     p.add_argument("--json", type=Path, help="also write every episode's return and length to this file")
     p.add_argument("--env", help="evaluate on this gymnasium id instead of the training one")
     p.add_argument("--seed", type=int, default=1_000_003, help="seed of the evaluation environments")
     p.add_argument("--n-envs", type=positive_int, default=8, help="environments played at once (default 8)")
     args = p.parse_args(argv)
     if args.video is not None:
-        writable_file(args.video, ".mp4")
+        writable_file(args.video, *VIDEO_SUFFIXES)
+    elif args.video_frames is not None:
+        raise UserError("--video-frames needs --video")
     if args.json is not None:
         writable_file(args.json, ".json")
     agent = load_agent(args.path, args.env)
@@ -217,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         returns.append(ep.episode_return)
         progress.update(task, advance=1, mean=f"mean return {np.mean(returns):.1f}")
 
-    writer = VideoWriter(args.video, video_fps(agent.cfg)) if args.video is not None else None
+    writer = (open_video(args.video, video_fps(agent.cfg), args.video_frames or 0)
+              if args.video is not None else None)
     with progress, writer or contextlib.nullcontext():
         task = progress.add_task("eval", total=args.episodes, mean="")
         result = evaluate(agent, args.episodes, args.deterministic, args.seed, args.n_envs,

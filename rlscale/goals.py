@@ -59,8 +59,10 @@ class GoalForecast:
     def expected_step(self, goal: float, now: float = 0.0) -> float | None:
         """The agent step at which the trend line reaches ``goal``; None without a rising trend.
 
-        Never before ``now`` (the current step) nor the last point: a trend already
-        past the goal while the mean is not says "now", not a time in the past.
+        None also when the line crosses the goal before ``now`` (the current step) or
+        its last point: the mean lags its own trend (a dip after a rise), so the trend
+        says nothing about when the goal comes; printing "now" there misled (a Pong
+        run at 14.1 showed "goal 18 ... 0s").
         """
         if len(self.history) < 4:
             return None
@@ -68,7 +70,8 @@ class GoalForecast:
         slope, intercept = np.polyfit(steps, means, 1)
         if slope <= 0:
             return None
-        return max(float(steps[-1]), now, (goal - intercept) / slope)
+        at = (goal - intercept) / slope
+        return at if at > max(float(steps[-1]), now) else None
 
 
 def rolling_mean(values: np.ndarray, window: int = GOAL_WINDOW) -> np.ndarray:

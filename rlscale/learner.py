@@ -16,11 +16,12 @@ import torch
 
 from rlscale import tags
 from rlscale.config import Config
+from rlscale.data_parallel import DataParallel
 from rlscale.errors import UserError
-from rlscale.gradients import GradientReport, GradientRoute, env_groups
+from rlscale.gradients import GradientReport, GradientRoute, RowsLoss, backward, env_groups
 from rlscale.noise import NoiseMeter
 from rlscale.optim import make_optimizer, set_lr
-from rlscale.rollout import Batch
+from rlscale.rollout import Batch, flat_weights
 
 
 def resolve_device(name: str) -> torch.device:
@@ -37,8 +38,11 @@ def resolve_device(name: str) -> torch.device:
 class Learner:
     """Holds the model, the optimizer and the noise meter; subclasses define the loss and update."""
 
-    def __init__(self, model: torch.nn.Module, cfg: Config) -> None:
+    def __init__(self, model: torch.nn.Module, cfg: Config, data_parallel: DataParallel | None = None) -> None:
         self.cfg = cfg
+        # With data-parallel learners (ray_learners) each holds a share of the batch's
+        # environments and ``gradient`` all-reduces; None: this learner holds the whole batch.
+        self.data_parallel = data_parallel
         # Convolutions ran faster with channels-last tensors on CPU (benchmarks/bench_network.py);
         # the conversion happens before the optimizer sees the parameters.
         convolutional = any(isinstance(m, torch.nn.Conv2d) for m in model.modules())
@@ -75,6 +79,10 @@ class Learner:
         """A [n_steps, n_envs, ...] batch array as flat rows on the learner's device (row = step * n_envs + env)."""
         return torch.from_numpy(np.ascontiguousarray(x)).to(self.device).flatten(0, 1)
 
+    def flat_weights(self) -> np.ndarray:
+        """The parameters as one float32 vector, for the rollout actors."""
+        return flat_weights(self.model)
+
     def index(self, rows: np.ndarray) -> torch.Tensor:
         """Row indices as a tensor on the learner's device."""
         return torch.from_numpy(rows).to(self.device)
@@ -87,7 +95,26 @@ class Learner:
 
     def measure_parts_now(self) -> bool:
         every = self.cfg.noise.noise_parts_every
-        return self.cfg.noise.measure_noise and every > 0 and self.updates % every == 0
+        return (self.cfg.noise.measure_noise and every > 0 and self.updates % every == 0
+                and self.data_parallel is None)  # the free estimate of data-parallel learners has no parts
+
+    def own_rows(self, rows: np.ndarray) -> np.ndarray:
+        """This learner's rows among ``rows`` of the whole batch (all of them without data parallelism)."""
+        return rows if self.data_parallel is None else self.data_parallel.rows(rows)
+
+    def gradient(self, loss: RowsLoss, rows: np.ndarray, n_envs: int, measure: bool) -> GradientReport:
+        """The gradient of the mean loss over ``rows`` (of this learner's batch) in ``p.grad``, and its report.
+
+        One learner: ``rows`` split into the estimator's env groups when
+        measuring. Data-parallel learners: one plain pass over this learner's
+        rows, then the all-reduce, whose local and global norms are the noise
+        estimate (rlscale/data_parallel.py).
+        """
+        if self.data_parallel is None:
+            groups = self.env_group_rows(rows, n_envs) if measure else [rows]
+            return backward(self.model, self.route, loss, groups, measure=measure, parts=self.measure_parts_now())
+        local = backward(self.model, self.route, loss, [rows], measure=False, parts=False) if rows.size else None
+        return self.data_parallel.combine(self.params, local, measure)
 
     def record_noise(self, grad: GradientReport, observations: float) -> dict[str, float]:
         """Feed a finite gradient's group norms to the noise meter; ``observations``: fresh ones (0 on reuse)."""

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from rlscale import tags
-from rlscale.gradients import LossParts, backward
+from rlscale.gradients import LossParts
 from rlscale.learner import Learner
 from rlscale.rollout import Batch
 
@@ -99,20 +99,33 @@ class PPOLearner(Learner):
                        self.rows(advantages), self.rows(batch.logprobs), self.rows(batch.values))
 
         # 2. Gradient of each minibatch's loss; per env group in the first epoch's minibatches.
+        #    Minibatches are drawn over the whole batch, so data-parallel learners (each
+        #    holding some of its environments) draw the same ones and take their own rows.
         measure = self.cfg.noise.measure_noise
         metrics: dict[str, float] = {}
         generator = np.random.default_rng(self.updates)
+        whole_batch = batch.size if self.data_parallel is None else batch.n_steps * self.data_parallel.share.n_envs
         for epoch in range(a.n_epochs):
-            for mb in np.array_split(generator.permutation(batch.size), a.n_minibatches):
-                adv_mb = data.advantages[self.index(mb)]
-                loss = functools.partial(self.loss, data, float(adv_mb.mean()), float(adv_mb.std()))
-                measuring = measure and epoch == 0
-                groups = self.env_group_rows(mb, batch.n_envs) if measuring else [mb]
-                grad = backward(self.model, self.route, loss, groups,
-                                measure=measuring, parts=measuring and self.measure_parts_now())
+            for mb in np.array_split(generator.permutation(whole_batch), a.n_minibatches):
+                mb = self.own_rows(mb)
+                adv_mean, adv_std = self.minibatch_mean_std(data.advantages[self.index(mb)])
+                loss = functools.partial(self.loss, data, adv_mean, adv_std)
+                grad = self.gradient(loss, mb, batch.n_envs, measure=measure and epoch == 0)
 
                 # 3. Noise scale, clip and step (skipped, and counted, when not finite).
-                metrics = self.record_noise(grad, mb.size if epoch == 0 else 0.0)
+                metrics = self.record_noise(grad, sum(grad.sizes) if epoch == 0 else 0.0)
                 metrics |= self.step(grad, lr)
-        metrics[tags.EXPLAINED_VARIANCE] = explained_variance(batch.values.ravel(), returns.ravel())
+        metrics[tags.EXPLAINED_VARIANCE] = self.explained_variance(batch.values.ravel(), returns.ravel())
         return metrics
+
+    def minibatch_mean_std(self, advantages: torch.Tensor) -> tuple[float, float]:
+        """The minibatch's advantage mean and std, over every learner's share of it."""
+        if self.data_parallel is None:
+            return float(advantages.mean()), float(advantages.std())
+        return self.data_parallel.mean_std(advantages)
+
+    def explained_variance(self, predicted: np.ndarray, target: np.ndarray) -> float:
+        if self.data_parallel is None:
+            return explained_variance(predicted, target)
+        var = self.data_parallel.variance(target)
+        return float("nan") if var == 0 else 1 - self.data_parallel.variance(target - predicted) / var

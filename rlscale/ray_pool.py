@@ -1,7 +1,8 @@
 """The Ray actor pool: one RolloutWorker per Ray actor, placement, resizing, failures.
 
-The one module of the engine that imports Ray (Ray Tune lives in ``sweep``,
-RLlib in ``integrations``; both start Ray through ``ray_session`` here).
+The engine's Ray module for rollout actors (the learner actors of
+``--learners`` are in ``ray_learners``, Ray Tune in ``sweep``, RLlib in
+``integrations``; all start Ray through ``init_ray``/``ray_session`` here).
 Every update the learner's weights go into the object store once and every
 actor steps its environments with them; the bookkeeping of which worker holds
 which vector envs is the Ray-free ``rollout.Pool``.

@@ -68,6 +68,12 @@ class Batch:
         """Observations in the batch (n_steps x n_envs)."""
         return self.actions.size
 
+    def columns(self, cols: np.ndarray) -> Batch:
+        """The batch of environments ``cols`` only (a data-parallel learner's share; no episodes)."""
+        names = ["obs", "actions", "rewards", "terminated", "truncated", "truncation_values", "values", "logprobs"]
+        return Batch(**{n: np.ascontiguousarray(getattr(self, n)[:, cols]) for n in names},
+                     bootstrap_values=self.bootstrap_values[cols], env_ids=self.env_ids[cols])
+
     @staticmethod
     def concat(fragments: list[Batch]) -> Batch:
         all_fragments = fragments

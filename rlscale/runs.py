@@ -75,14 +75,14 @@ class RunRecord:
         if at is None:
             return None
         return GoalHit(at, self.counter_at(tags.UPDATES, at), self.counter_at(tags.EXAMPLES, at),
-                       self._wall_at(at))
+                       self.wall_at(at))
 
     def counter_at(self, tag: str, step: float) -> float:
         if tag not in self.scalars:
             raise UserError(f"{self.path}: no '{tag}' scalars; was it written by rlscale.train?")
         return value_at(*self.scalars[tag], step)
 
-    def _wall_at(self, step: float) -> float | None:
+    def wall_at(self, step: float) -> float | None:
         curve = self.wall_curve()
         return value_at(*curve, step) if curve is not None else None
 
@@ -111,6 +111,8 @@ class RunRecord:
 
 
 def load_run(path: Path) -> RunRecord:
+    if not path.exists():
+        raise UserError(f"{path} does not exist; give a run directory made by rlscale.train")
     if not (path / CONFIG_FILE).is_file():
         raise UserError(f"{path} is not a run directory (no {CONFIG_FILE}); give directories made by rlscale.train")
     summary_path = path / SUMMARY_FILE

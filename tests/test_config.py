@@ -21,8 +21,10 @@ def test_precedence_defaults_agent_env_flags():
     assert cfg.agent.lr == 1e-3  # the flag wins
     pong = build_config("pong", None, {})
     assert pong.is_atari and pong.frames_per_step == 4
-    assert pong.total_agent_steps == 2_500_000
-    assert pong.env.goals == [10.0, 15.0, 18.0]
+    assert pong.agent.algo == "ppo" and pong.total_agent_steps == 10_000_000  # Baselines'/CleanRL's 40M frames
+    assert pong.env.goals == [10.0, 15.0, 18.0] and pong.run.stop_return == 18.0  # the run ends with a player
+    a2c = build_config("pong", "a2c", {})
+    assert a2c.agent.algo == "a2c" and a2c.agent.n_steps == 5  # --agent picks the other algorithm's preset
 
 
 def test_any_registered_id_works_without_preset():

@@ -9,11 +9,12 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
+from PIL import Image
 
 from rlscale.config import EnvConfig
 from rlscale.env import VectorEnv
 from rlscale.evaluate import evaluate, load_agent, quotas
-from rlscale.video import VideoWriter
+from rlscale.video import GifWriter, VideoWriter
 from tests.conftest import run_command
 from tests.test_cli import assert_one_line_error
 
@@ -113,6 +114,40 @@ def test_video_writer_pads_odd_frames(tmp_path):
     assert (frames[0].height, frames[0].width) == (34, 48)
 
 
+def test_gif_clip_keeps_the_first_frames_at_the_decision_rate(trained_runs, tmp_path):
+    out = tmp_path / "clip.gif"
+    result = run_command(["rlscale.evaluate", str(trained_runs[0]), "--episodes", "1", "--n-envs", "1",
+                          "--video", str(out), "--video-frames", "12"], timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "12 frames" in result.stdout
+    assert not list(tmp_path.glob(".*tmp*")), "temporary clip left behind"
+    with Image.open(out) as gif:
+        assert gif.size == (600, 400)  # CartPole's 600x400 render is already tall enough
+        # Pillow stores pixel-identical neighbours as one longer frame (a balanced pole barely moves),
+        # so the clip's played time is what says 12 frames at 50 fps were kept: 12 x 2 centiseconds.
+        durations = []
+        for index in range(gif.n_frames):
+            gif.seek(index)
+            durations.append(gif.info["duration"])
+            assert np.asarray(gif.convert("RGB")).std() > 0  # a picture, not a blank
+        assert sum(durations) == 12 * 20  # the cap, not the whole episode (a trained episode is longer)
+        assert all(duration % 20 == 0 for duration in durations)
+
+
+def test_gif_writer_scales_small_frames_and_keeps_colours(tmp_path):
+    out = tmp_path / "small.gif"
+    colours = [(213, 130, 74), (92, 186, 92), (236, 236, 236)]  # Pong's background, paddle, ball
+    with GifWriter(out, fps=15, min_height=60) as writer:
+        for colour in colours:
+            writer.add(np.full((21, 16, 3), colour, dtype=np.uint8))
+    with Image.open(out) as gif:
+        assert gif.n_frames == 3 and gif.size == (48, 63)  # scaled 3x to reach 60 rows
+        assert gif.info["duration"] == 70  # 1/15 s in whole centiseconds
+        for i, colour in enumerate(colours):
+            gif.seek(i)
+            assert tuple(np.asarray(gif.convert("RGB"))[0, 0]) == colour
+
+
 def test_compare_writes_table_csv_and_png_that_agree_with_training(trained_runs, tmp_path):
     png, table = tmp_path / "cmp.png", tmp_path / "cmp.csv"
     result = run_command(["rlscale.compare", *map(str, trained_runs), "--goals", *GOALS,
@@ -141,7 +176,8 @@ def test_evaluate_and_compare_bad_input(trained_runs, tmp_path):
     cases = [
         (["rlscale.evaluate", str(tmp_path / "nope")], ["does not exist"]),
         (["rlscale.evaluate", str(empty)], ["no checkpoint"]),
-        (["rlscale.evaluate", str(trained_runs[0]), "--video", str(tmp_path / "x.avi")], ["must end in .mp4"]),
+        (["rlscale.evaluate", str(trained_runs[0]), "--video", str(tmp_path / "x.avi")], ["must end in .mp4 or .gif"]),
+        (["rlscale.evaluate", str(trained_runs[0]), "--video-frames", "9"], ["--video-frames needs --video"]),
         (["rlscale.evaluate", str(trained_runs[0]), "--video", str(tmp_path / "no" / "x.mp4")],
          ["does not exist"]),
         (["rlscale.evaluate", str(trained_runs[0]), "--env", "Acrobot-v1"], ["trained on CartPole-v1"]),

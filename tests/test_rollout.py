@@ -94,7 +94,7 @@ def test_the_serial_pool_keeps_the_same_policy_lag():
 
 
 def test_atari_batch_layout_serial():
-    cfg = build_config("pong", None, {"n_envs": 8, "warmup_max_steps": 20})
+    cfg = build_config("pong", "a2c", {"n_envs": 8, "warmup_max_steps": 20})
     spec, weights = weights_for(cfg)
     assert spec.obs_shape == (4, 84, 84) and spec.n_actions == 6
     pool = SerialPool(cfg, spec)
@@ -171,7 +171,7 @@ def test_resize_keeps_layout_and_loses_or_duplicates_no_episode(ray_instance):
 
 def test_background_grow_joins_with_its_warmup_counted():
     """Atari envs built on the worker's thread join the batch once warmed up."""
-    cfg = build_config("pong", None, {"n_envs": 4, "warmup_max_steps": 50, "noise_groups": 2})
+    cfg = build_config("pong", "a2c", {"n_envs": 4, "warmup_max_steps": 50, "noise_groups": 2})
     spec, weights = weights_for(cfg)
     pool = SerialPool(cfg, spec)
     try:

@@ -121,8 +121,9 @@ def test_goal_forecast_follows_a_rising_trend_only():
         forecast.add(step, 0.01 * step - 20)  # the mean rises 1 per 100 steps
     assert len(forecast.history) == 10
     assert forecast.expected_step(-5) == pytest.approx(1_500)  # -20 + 0.01 * 1500 = -5
-    assert forecast.expected_step(-15) == 900  # already passed: not before the last point
-    assert forecast.expected_step(-15, now=950) == 950  # nor before the current step
+    assert forecast.expected_step(-15) is None  # the line passed it before the last point: no forecast
+    assert forecast.expected_step(-10.4, now=970) is None  # nor one before the current step (it crosses at 960)
+    assert forecast.expected_step(-10.4, now=900) == pytest.approx(960)
     falling = GoalForecast(spacing=1)
     for step in range(10):
         falling.add(step, -step)

@@ -56,7 +56,7 @@ def test_a2c_learns_cartpole_on_ray_actors(tmp_path):
 def test_short_pong_run_through_actors_writes_tensorboard(tmp_path, capsys):
     run_dir = tmp_path / "pong"
     # No warm-up, so every env's first episode counts; a Pong episode lasts ~800+ agent steps.
-    code = main(["pong", "--n-actors", "2", "--n-envs", "8", "--total-frames", "36000",
+    code = main(["pong", "--agent", "a2c", "--n-actors", "2", "--n-envs", "8", "--total-frames", "36000",
                  "--warmup-max-steps", "0", "--noise-parts-every", "2", "--checkpoint-every", "100",
                  "--run-dir", str(run_dir)])
     assert code == 0
