@@ -158,10 +158,7 @@ def record_episode(run: Run, episode_return: float, length: int) -> bool:
                             "examples": s.examples, "wall_seconds": round(s.wall_seconds, 1)}
             print(f"goal {key} reached: mean return {mean:.1f} over {len(run.window.returns)} episodes "
                   f"at {s.agent_steps:,} agent steps, {s.wall_seconds / 60:.1f} min", flush=True)
-    if run.window.reached(run.cfg.run.stop_return):
-        print(f"stop: mean return {mean:.1f} reached --stop-return {run.cfg.run.stop_return:g}", flush=True)
-        return True
-    return False
+    return run.window.reached(run.cfg.run.stop_return)
 
 
 def stop_clause(cfg: Config) -> str:
@@ -197,9 +194,13 @@ def train_loop(run: Run) -> None:
         s.agent_steps += result.agent_steps
         s.warmup_steps += result.warmup_steps
         s.examples += result.agent_steps * cfg.epochs_per_batch
-        stop = False
+        stop_mean: float | None = None  # the window's mean when the first episode met --stop-return
         for episode_return, length in result.episodes:
-            stop = record_episode(run, episode_return, length) or stop
+            if record_episode(run, episode_return, length) and stop_mean is None:
+                stop_mean = run.window.full_mean
+        stop = stop_mean is not None
+        if stop:  # once, though later episodes of the batch may meet it too
+            print(f"stop: mean return {stop_mean:.1f} reached --stop-return {cfg.run.stop_return:g}", flush=True)
 
         decision = run.controller.step(s.n_envs, run.signal, result.agent_steps, s.base_lr)
         metrics = dict(result.metrics) | cost_metrics(run, result)
