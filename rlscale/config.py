@@ -113,7 +113,10 @@ class RunConfig:
                        "(RLlib PPO; needs pip install 'rlscale[rllib]')", ("native", "rllib"))
     serial: bool = opt(False, "step environments in this process, no Ray actors (debugging)")
     address: str = opt("", "Ray cluster to join: auto or HOST:PORT (default: embedded Ray)")
-    n_actors: int = opt(2, "Ray rollout actors")
+    n_actors: int = opt(2, "Ray rollout actors (a fixed set; see --envs-per-actor)")
+    envs_per_actor: int = opt(0, "elastic rollout actors: at most this many environments each, so the pool "
+                              "adds and retires actors (1 CPU each) as the batch changes and asks the Ray "
+                              "autoscaler for their CPUs (0: the fixed --n-actors)")
     overlap: bool = opt(False, "actors collect the next batch while the learner trains on this one "
                         "(a policy lag of one update; with --serial the same lag without the concurrency)")
     learners: int = opt(1, "data-parallel learner processes (Ray actors, one torch.distributed group; each takes "
@@ -208,7 +211,7 @@ class Config:
             "noop_max": e.noop_max, "warmup_max_steps": e.warmup_max_steps,
             "ent_coef": a.ent_coef, "vf_coef": a.vf_coef, "max_grad_norm": a.max_grad_norm,
             "noise_parts_every": n.noise_parts_every, "cooldown": c.cooldown,
-            "learner_threads": r.learner_threads, "lr_alpha": c.lr_alpha,
+            "learner_threads": r.learner_threads, "lr_alpha": c.lr_alpha, "envs_per_actor": r.envs_per_actor,
             "learner_chunk_rows": r.learner_chunk_rows,
             "max_actor_failures": r.max_actor_failures,
         }
@@ -237,6 +240,11 @@ class Config:
             )
         if r.overlap and r.backend != "native":
             raise UserError("--overlap is an option of the native engine (drop --backend rllib)")
+        if r.envs_per_actor and (r.serial or r.backend != "native"):
+            raise UserError("--envs-per-actor sizes the native engine's Ray actor pool (drop --serial/--backend)")
+        if r.envs_per_actor % e.vector_size:
+            raise UserError(f"--envs-per-actor ({r.envs_per_actor}) must be a multiple of "
+                            f"--vector-size ({e.vector_size})")
         if r.learners > 1 and r.backend != "native":
             raise UserError("--learners is an option of the native engine (drop --backend rllib)")
         if r.learners > 1 and r.serial:

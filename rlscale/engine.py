@@ -117,9 +117,8 @@ class NativeEngine:
         self.cfg = cfg
         self.learner: Learner | LearnerGroup
         if cfg.run.learners > 1:
-            from rlscale.ray_learners import (
-                LearnerGroup,  # Ray only where learner actors are asked for
-            )
+            # Ray only where learner actors are asked for.
+            from rlscale.ray_learners import LearnerGroup
 
             self.learner = LearnerGroup(cfg, spec)
         else:

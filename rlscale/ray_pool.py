@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -107,6 +108,7 @@ class _Rollout:
     weights_ref: ray.ObjectRef  # the weights it runs with (an actor that dies reruns with them)
     pending: dict[int, ray.ObjectRef]  # worker index -> its fragment
     resize_orders: list[ray.ObjectRef]  # background resize orders that run before it
+    waiting_envs: int = 0  # environments of actors still waiting for a CPU (not in this rollout)
 
 
 class RayPool(Pool):
@@ -120,18 +122,27 @@ class RayPool(Pool):
     """
 
     PLACEMENT_TIMEOUT = 10.0  # seconds a replacement actor may wait for a CPU
+    WAITING_NOTICE = 10.0  # seconds after which an elastic pool says an actor waits for a CPU
 
     def __init__(self, cfg: Config, spec: EnvSpec) -> None:
-        super().__init__(cfg, cfg.run.n_actors)
+        elastic = cfg.run.envs_per_actor > 0
+        n_actors = -(-cfg.env.n_envs // cfg.run.envs_per_actor) if elastic else cfg.run.n_actors
+        super().__init__(cfg, n_actors)
         self.owns_ray = init_ray(cfg.run.address)  # shut down on close only what we started
         # Honest resources: a worker keeps one core busy while it steps; where
         # there are fewer cores than workers they share them, in equal shares
-        # that pack onto the nodes (see actor_cpu_share).
-        self.actor_cpus = actor_cpu_share(_alive_node_cpus(), cfg.run.n_actors)
+        # that pack onto the nodes (see actor_cpu_share). An elastic pool's actors
+        # each ask for a whole CPU: that is the demand the autoscaler answers.
+        self.actor_cpus = 1.0 if elastic else actor_cpu_share(_alive_node_cpus(), n_actors)
         self.spec = spec
         self.failures = 0
-        self.unconfirmed: list = []  # background resize orders not yet confirmed
-        self.actors = [self._new_actor(i) for i in range(cfg.run.n_actors)]
+        self.unconfirmed: list[tuple[int, ray.ObjectRef]] = []  # (worker, background resize order)
+        self.actors = [self._new_actor(i) for i in range(n_actors)]
+        self.placed = [actor.node_id.remote() for actor in self.actors]  # ready once the actor runs
+        self.ready: set[int] = set()
+        self.started_at = [time.monotonic()] * n_actors  # when each actor was asked for
+        self.waiting_said: set[int] = set()
+        self._request_cpus()
         self.resize(cfg.env.n_envs)
 
     def _new_actor(self, index: int, cpus: float | None = None):
@@ -143,12 +154,68 @@ class RayPool(Pool):
 
     def describe(self) -> str:
         nodes = len(set(self.placement()))
-        return (f"{len(self.actors)} Ray actors on {nodes} node{'s' if nodes > 1 else ''} "
-                f"({self.actor_cpus:.2g} CPU each)")
+        elastic = f", elastic: up to {self.cfg.run.envs_per_actor} envs each" if self.max_vector_envs else ""
+        actors = len(self.actors)
+        return (f"{actors} Ray actor{'s' if actors != 1 else ''} on {nodes} node{'s' if nodes > 1 else ''} "
+                f"({self.actor_cpus:.2g} CPU each{elastic})")
 
     def placement(self) -> list[str]:
-        """The node id of each actor."""
+        """The node id of each actor (an elastic pool's: of each actor that has a CPU)."""
+        if self.max_vector_envs:
+            return ray.get([self.placed[w] for w in sorted(self._ready_workers())])
         return ray.get([actor.node_id.remote() for actor in self.actors])
+
+    # ------------------------------------------------------------------ elastic pools
+
+    def _request_cpus(self) -> None:
+        """Ask the Ray autoscaler for one CPU per actor (elastic pools); the request replaces the last."""
+        if self.max_vector_envs:
+            from ray.autoscaler.sdk import request_resources
+
+            request_resources(bundles=[{"CPU": self.actor_cpus}] * len(self.actors))
+
+    def _add_worker(self) -> None:
+        w = len(self.actors)
+        self.actors.append(self._new_actor(w))
+        self.placed.append(self.actors[w].node_id.remote())
+        self.started_at.append(time.monotonic())
+        self._request_cpus()
+
+    def _retire_idle_workers(self) -> None:
+        """Stop the last actors an elastic shrink emptied, and lower the autoscaler request."""
+        counts = self.vector_envs_per_worker
+        if not self.max_vector_envs or counts[-1]:
+            return
+        keep = self.workers_for(self.n_envs)
+        while len(counts) > keep and counts[-1] == 0:
+            w = len(counts) - 1
+            counts.pop()
+            ray.kill(self.actors.pop())
+            self.placed.pop()
+            self.started_at.pop()
+            self.ready.discard(w)
+            self.waiting_said.discard(w)
+            self.unconfirmed = [(worker, ref) for worker, ref in self.unconfirmed if worker != w]
+        self._request_cpus()
+
+    def _ready_workers(self) -> set[int]:
+        """Workers whose actor has a CPU and runs; an elastic pool's others wait without holding it up."""
+        if not self.max_vector_envs:
+            return set(range(len(self.actors)))
+        waiting = [w for w in range(len(self.actors)) if w not in self.ready]
+        if waiting:
+            done, _ = ray.wait([self.placed[w] for w in waiting], num_returns=len(waiting), timeout=0)
+            done_ids = {ref.hex() for ref in done}
+            self.ready.update(w for w in waiting if self.placed[w].hex() in done_ids)
+        for w in range(len(self.actors)):
+            slow = time.monotonic() - self.started_at[w] > self.WAITING_NOTICE
+            if slow and w not in self.ready and w not in self.waiting_said and self.vector_envs_per_worker[w]:
+                self.waiting_said.add(w)
+                where = (f"the Ray autoscaler was asked for {len(self.actors)} CPUs" if self.cfg.run.address else
+                         "this machine's Ray has no autoscaler: lower --max-envs or join a cluster with --address")
+                print(f"rollout actor {w} waits for a free CPU ({where}); its environments join when it runs",
+                      flush=True)
+        return set(self.ready)
 
     def worker_pids(self) -> list[int]:
         """The process id of each actor (for monitoring, and for tests that kill one)."""
@@ -184,14 +251,14 @@ class RayPool(Pool):
             mine = [(ids, seed) for worker, ids, seed in adds if worker == w]
             n_removes = removes.count(w)
             if mine or n_removes:
-                refs.append(actor.resize.remote(mine, n_removes, background))
+                refs.append((w, actor.resize.remote(mine, n_removes, background)))
         if background:
             # Not waited for: an actor runs its calls in order, so the order is taken
             # before its next rollout, and starting emulators hold the GIL of the actor
             # for a moment (ALE's constructor), which would otherwise block this loop.
             self.unconfirmed.extend(refs)
             return 0
-        return sum(ray.get(refs))
+        return sum(ray.get([ref for _, ref in refs]))
 
     def _replace(self, w: int) -> None:
         """A new actor in slot w with as many fresh vector envs as the dead one had."""
@@ -203,18 +270,23 @@ class RayPool(Pool):
             )
         print(f"rollout actor {w} died; replacing it ({self.failures} failures so far)", flush=True)
         self.actors[w] = self._start_replacement(w)
+        self.placed[w] = self.actors[w].node_id.remote()
         adds = [self.actors[w].add_vector_env.remote(*self._new_vector_ids())
                 for _ in range(self.vector_envs_per_worker[w])]
         self.warmup_steps += sum(ray.get(adds))
 
     def _start(self, weights: np.ndarray) -> _Rollout:
+        self._retire_idle_workers()  # the last rollout is collected: its actors are free to go
+        ready = self._ready_workers()
         weights_ref = ray.put(weights)  # broadcast once through the object store
         pending = {w: self.actors[w].rollout.remote(weights_ref, self.cfg.agent.n_steps)
-                   for w, count in enumerate(self.vector_envs_per_worker) if count > 0}
+                   for w, count in enumerate(self.vector_envs_per_worker) if count > 0 and w in ready}
+        waiting = sum(c for w, c in enumerate(self.vector_envs_per_worker) if w not in ready) * self.vector_size
         # Resize orders given before this rollout ran on their actors before it;
-        # later ones stay for the next rollout.
-        ordered, self.unconfirmed = self.unconfirmed, []
-        return _Rollout(weights_ref, pending, ordered)
+        # later ones, and those of actors still waiting for a CPU, stay for a later rollout.
+        ordered = [ref for w, ref in self.unconfirmed if w in ready]
+        self.unconfirmed = [(w, ref) for w, ref in self.unconfirmed if w not in ready]
+        return _Rollout(weights_ref, pending, ordered, waiting)
 
     def _finish(self, rollout: _Rollout) -> Batch:
         fragments: dict[int, Batch] = {}
@@ -233,12 +305,16 @@ class RayPool(Pool):
                 ray.get(ref)
             except RayActorError:
                 pass
-        return Batch.concat([fragments[w] for w in sorted(fragments)])
+        batch = Batch.concat([fragments[w] for w in sorted(fragments)])
+        batch.starting_envs += rollout.waiting_envs
+        return batch
 
     def close(self) -> None:
         for actor in self.actors:
             ray.kill(actor)
         self.actors = []
+        if self.max_vector_envs and ray.is_initialized():
+            self._request_cpus()  # no actors: the request is released
         if self.owns_ray and ray.is_initialized():
             ray.shutdown()
 

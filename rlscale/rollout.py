@@ -229,6 +229,9 @@ class Pool:
         self.cfg = cfg
         self.vector_size = cfg.env.vector_size
         self.vector_envs_per_worker: list[int] = [0] * n_workers
+        # Elastic (--envs-per-actor K): ceil(n_envs / K) workers, added and retired as the
+        # batch changes; 0: the workers given here, whatever the batch.
+        self.max_vector_envs = cfg.run.envs_per_actor // cfg.env.vector_size
         self.next_env_id = 0
         self.warmup_steps = 0
         self._rollout: Any = None  # the rollout started and not yet collected
@@ -248,19 +251,33 @@ class Pool:
             raise ValueError(f"n_envs {n_envs} is not a positive multiple of {self.vector_size}")
         start = time.perf_counter()
         delta = (n_envs - self.n_envs) // self.vector_size
+        counts = self.vector_envs_per_worker
+        if self.max_vector_envs:
+            while len(counts) < self.workers_for(n_envs):
+                counts.append(0)
+                self._add_worker()
         adds: list[tuple[int, list[int], int]] = []
         removes: list[int] = []
         for _ in range(max(delta, 0)):
-            w = int(np.argmin(self.vector_envs_per_worker))
+            w = int(np.argmin(counts))  # new workers first: they are empty
             adds.append((w, *self._new_vector_ids()))
-            self.vector_envs_per_worker[w] += 1
+            counts[w] += 1
         for _ in range(max(-delta, 0)):
-            w = int(np.argmax(self.vector_envs_per_worker))
+            # Elastic pools empty their last workers, which then retire; fixed ones stay balanced.
+            w = max(i for i, c in enumerate(counts) if c) if self.max_vector_envs else int(np.argmax(counts))
             removes.append(w)
-            self.vector_envs_per_worker[w] -= 1
+            counts[w] -= 1
         warmup = self._apply(adds, removes, background)
         self.warmup_steps += warmup
         return ResizeReport(time.perf_counter() - start, warmup)
+
+    def workers_for(self, n_envs: int) -> int:
+        """Workers an elastic pool keeps for ``n_envs`` environments (at most K each)."""
+        return max(1, -(-n_envs // (self.max_vector_envs * self.vector_size)))
+
+    def _add_worker(self) -> None:
+        """Start one more worker (the last index); elastic pools only."""
+        raise NotImplementedError(f"{type(self).__name__} has a fixed set of workers")
 
     def _new_vector_ids(self) -> tuple[list[int], int]:
         """Env ids for a new vector env (never reused) and its seed."""
