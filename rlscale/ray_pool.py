@@ -143,6 +143,8 @@ class RayPool(Pool):
         self.started_at = [time.monotonic()] * n_actors  # when each actor was asked for
         self.waiting_said: set[int] = set()
         self._request_cpus()
+        if elastic:  # the actors that get a CPU soon start with their environments built
+            ray.wait(self.placed, num_returns=n_actors, timeout=self.PLACEMENT_TIMEOUT)
         self.resize(cfg.env.n_envs)
 
     def _new_actor(self, index: int, cpus: float | None = None):
@@ -247,18 +249,22 @@ class RayPool(Pool):
 
     def _apply(self, adds, removes, background) -> int:
         refs = []
+        # An elastic pool's actors still waiting for a CPU build their environments in the
+        # background once they run, whatever was asked: waiting for them could be forever.
+        ready = self._ready_workers()
         for w, actor in enumerate(self.actors):
             mine = [(ids, seed) for worker, ids, seed in adds if worker == w]
             n_removes = removes.count(w)
             if mine or n_removes:
-                refs.append((w, actor.resize.remote(mine, n_removes, background)))
+                refs.append((w, actor.resize.remote(mine, n_removes, background or w not in ready)))
         if background:
             # Not waited for: an actor runs its calls in order, so the order is taken
             # before its next rollout, and starting emulators hold the GIL of the actor
             # for a moment (ALE's constructor), which would otherwise block this loop.
             self.unconfirmed.extend(refs)
             return 0
-        return sum(ray.get([ref for _, ref in refs]))
+        self.unconfirmed.extend((w, ref) for w, ref in refs if w not in ready)
+        return sum(ray.get([ref for w, ref in refs if w in ready]))
 
     def _replace(self, w: int) -> None:
         """A new actor in slot w with as many fresh vector envs as the dead one had."""
@@ -278,6 +284,12 @@ class RayPool(Pool):
     def _start(self, weights: np.ndarray) -> _Rollout:
         self._retire_idle_workers()  # the last rollout is collected: its actors are free to go
         ready = self._ready_workers()
+        with_envs = [w for w, count in enumerate(self.vector_envs_per_worker) if count > 0]
+        if not any(w in ready for w in with_envs):
+            # Nothing can step yet (an elastic pool on a cluster without a free CPU): wait for one.
+            print(f"waiting for a free CPU for a rollout actor (asked for {len(self.actors)})", flush=True)
+            ray.wait([self.placed[w] for w in with_envs], num_returns=1)
+            ready = self._ready_workers()
         weights_ref = ray.put(weights)  # broadcast once through the object store
         pending = {w: self.actors[w].rollout.remote(weights_ref, self.cfg.agent.n_steps)
                    for w, count in enumerate(self.vector_envs_per_worker) if count > 0 and w in ready}

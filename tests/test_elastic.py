@@ -86,3 +86,23 @@ def test_envs_per_actor_must_fit_the_engine_and_the_vectors():
         result = run_command(["rlscale.train", "cartpole", *flags], timeout=60)
         assert result.returncode == 2, result.stderr
         assert message in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.timeout(120)
+def test_an_elastic_pool_starts_without_the_actors_that_get_no_cpu(ray_instance):
+    """As a resumed run with a large batch does: three actors of 2 envs, a Ray of two CPUs."""
+    cfg = build_config("cartpole", None, {"n_envs": 6, "vector_size": 2, "envs_per_actor": 2, "n_steps": 5,
+                                          "measure_noise": False})
+    spec = probe_spec(cfg.env)
+    start = time.monotonic()
+    pool = RayPool(cfg, spec)
+    try:
+        from rlscale.nets import build_network
+        from rlscale.rollout import flat_weights
+
+        assert time.monotonic() - start < 60  # it waited a bounded time for the third, then went on
+        assert len(pool.actors) == 3 and requested_cpus(ray_instance) == [1.0, 1.0, 1.0]
+        batch = pool.collect(flat_weights(build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden)))
+        assert batch.n_envs == 4 and batch.starting_envs == 2
+    finally:
+        pool.close()
