@@ -121,7 +121,8 @@ class RunConfig:
                         "(a policy lag of one update; with --serial the same lag without the concurrency)")
     learners: int = opt(1, "data-parallel learner processes (Ray actors, one torch.distributed group; each takes "
                         "whole environments of the batch and the noise scale comes from their local gradients)")
-    learner_threads: int = opt(0, "torch threads of the learner (0: all cores; with --learners N, the cores / N)")
+    learner_threads: int = opt(0, "torch threads of the learner (0: all cores; with --learners N, each node's "
+                               "cores / the learners on it)")
     learner_device: str = opt("auto", "device of the learner (auto: cuda when this machine has one)",
                               ("auto", "cpu", "cuda"))
     channels_last: bool = opt(True, "learner convolutions in channels-last memory format "

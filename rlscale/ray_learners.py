@@ -58,10 +58,18 @@ def _free_port() -> int:
 class LearnerProcess:
     """One data-parallel learner: a replica of the network and optimizer in its own process."""
 
-    def __init__(self, cfg: Config, spec: EnvSpec, rank: int, world_size: int, threads: int) -> None:
-        torch.set_num_threads(threads)
+    def __init__(self, cfg: Config, spec: EnvSpec, rank: int, world_size: int) -> None:
         self.cfg, self.spec, self.rank, self.world_size = cfg, spec, rank, world_size
         self.learner: Learner | None = None
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    def share_cores(self, learners_on_this_node: int) -> int:
+        """torch threads: --learner-threads, or this node's cores shared by the learners placed on it."""
+        threads = self.cfg.run.learner_threads or max(1, (os.cpu_count() or 1) // learners_on_this_node)
+        torch.set_num_threads(threads)
+        return torch.get_num_threads()
 
     def address(self) -> tuple[str, int]:
         """Where the group meets (asked of rank 0)."""
@@ -135,13 +143,15 @@ class LearnerGroup:
         self.owns_ray = init_ray(cfg.run.address)  # shut down on close only what we started
         self.cfg = cfg
         gpu = cfg.run.learner_device == "cuda"
-        threads = cfg.run.learner_threads or max(1, (os.cpu_count() or 1) // n)
         # No CPU reservation: the learners and the rollout actors take turns (collect, then
         # learn), and the rollout actors already reserve the cores. SPREAD puts one per node.
         remote = ray.remote(LearnerProcess).options(num_cpus=0, num_gpus=1 if gpu else 0,
                                                     scheduling_strategy="SPREAD", max_restarts=0)
-        self.actors = [remote.remote(cfg, spec, rank, n, threads) for rank in range(n)]
+        self.actors = [remote.remote(cfg, spec, rank, n) for rank in range(n)]
         try:
+            nodes = ray.get([actor.node_id.remote() for actor in self.actors], timeout=START_TIMEOUT)
+            self.threads = ray.get([actor.share_cores.remote(nodes.count(node))
+                                    for actor, node in zip(self.actors, nodes, strict=True)])
             host, port = ray.get(self.actors[0].address.remote(), timeout=START_TIMEOUT)
             ray.get([actor.join.remote(host, port) for actor in self.actors], timeout=START_TIMEOUT)
             self.weights = ray.get(self.actors[0].weights.remote())

@@ -140,6 +140,7 @@ def test_two_learners_take_the_same_step_as_one_learner_on_the_same_batch(ray_in
         replicas = [np.asarray(w) for w in ray_instance.get([a.weights.remote() for a in group.actors])]
         assert np.array_equal(replicas[0], replicas[1])
         assert group.updates == one.updates
+        assert group.threads == [max(1, (os.cpu_count() or 1) // 2)] * 2  # one node: its cores shared by two
         for key in ("train/policy_loss", "train/value_loss", "train/entropy"):
             assert metrics_group[key] == pytest.approx(metrics_one[key], rel=1e-4, abs=1e-6)
         # The free estimate: two groups (the learners' shares), measured on every update's first epoch.
