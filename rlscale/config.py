@@ -250,7 +250,7 @@ class Config:
             raise UserError("--learners is an option of the native engine (drop --backend rllib)")
         if r.learners > 1 and r.serial:
             raise UserError("--learners runs its learners as Ray actors; drop --serial")
-        fewest = e.n_envs if c.batch == "fixed" else min(e.n_envs, c.min_envs)
+        fewest = e.n_envs if c.batch == "fixed" else min(e.n_envs, c.min_envs)  # the run may ever have
         if r.learners > fewest:
             raise UserError(f"--learners ({r.learners}) exceeds the {fewest} environments the run may have "
                             "(each learner takes whole environments); raise --n-envs/--min-envs")
@@ -258,10 +258,9 @@ class Config:
             raise UserError(f"--n-minibatches ({a.n_minibatches}) exceeds the batch ({e.n_envs * a.n_steps})")
         if n.measure_noise and n.noise_groups < 2:
             raise UserError("--noise-groups must be at least 2 to measure the noise scale")
-        smallest = e.n_envs if c.batch == "fixed" else min(e.n_envs, c.min_envs)
-        if n.measure_noise and n.noise_groups > smallest:
+        if n.measure_noise and n.noise_groups > fewest:
             raise UserError(
-                f"--noise-groups ({n.noise_groups}) exceeds the {smallest} environments the run may have; "
+                f"--noise-groups ({n.noise_groups}) exceeds the {fewest} environments the run may have; "
                 "lower --noise-groups or raise --n-envs/--min-envs"
             )
         return self

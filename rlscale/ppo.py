@@ -11,6 +11,7 @@ the groups are independent; the minibatch is the optimizer batch.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,9 +43,11 @@ def gae_advantages(batch: Batch, gamma: float, lam: float) -> np.ndarray:
     return advantages
 
 
-def explained_variance(predicted: np.ndarray, target: np.ndarray) -> float:
-    var = np.var(target)
-    return float("nan") if var == 0 else float(1 - np.var(target - predicted) / var)
+def explained_variance(predicted: np.ndarray, target: np.ndarray,
+                       variance: Callable[[np.ndarray], float] = np.var) -> float:
+    """1 - Var(target - predicted) / Var(target); ``variance``: over this batch, or over all learners'."""
+    var = variance(target)
+    return float("nan") if var == 0 else float(1 - variance(target - predicted) / var)
 
 
 @dataclass
@@ -115,7 +118,8 @@ class PPOLearner(Learner):
                 # 3. Noise scale, clip and step (skipped, and counted, when not finite).
                 metrics = self.record_noise(grad, sum(grad.sizes) if epoch == 0 else 0.0)
                 metrics |= self.step(grad, lr)
-        metrics[tags.EXPLAINED_VARIANCE] = self.explained_variance(batch.values.ravel(), returns.ravel())
+        metrics[tags.EXPLAINED_VARIANCE] = explained_variance(
+            batch.values.ravel(), returns.ravel(), np.var if self.data_parallel is None else self.data_parallel.variance)
         return metrics
 
     def minibatch_mean_std(self, advantages: torch.Tensor) -> tuple[float, float]:
@@ -124,8 +128,3 @@ class PPOLearner(Learner):
             return float(advantages.mean()), float(advantages.std())
         return self.data_parallel.mean_std(advantages)
 
-    def explained_variance(self, predicted: np.ndarray, target: np.ndarray) -> float:
-        if self.data_parallel is None:
-            return explained_variance(predicted, target)
-        var = self.data_parallel.variance(target)
-        return float("nan") if var == 0 else 1 - self.data_parallel.variance(target - predicted) / var

@@ -35,7 +35,7 @@ from rlscale.errors import UserError
 from rlscale.learner import Learner, resolve_device
 from rlscale.nets import build_network
 from rlscale.noise import NoiseMeter
-from rlscale.ray_pool import init_ray
+from rlscale.ray_pool import init_ray, this_node
 from rlscale.rollout import Batch, flat_weights
 
 # Seconds a collective may wait for a peer: a learner that died mid-update makes the
@@ -49,7 +49,7 @@ class LearnerLost(UserError):
     """A data-parallel learner died: the run stops; the last checkpoint resumes it."""
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("", 0))
         return s.getsockname()[1]
@@ -63,7 +63,7 @@ class LearnerProcess:
         self.learner: Learner | None = None
 
     def node_id(self) -> str:
-        return ray.get_runtime_context().get_node_id()
+        return this_node()
 
     def share_cores(self, learners_on_this_node: int) -> int:
         """torch threads: --learner-threads, or this node's cores shared by the learners placed on it."""
@@ -73,7 +73,7 @@ class LearnerProcess:
 
     def address(self) -> tuple[str, int]:
         """Where the group meets (asked of rank 0)."""
-        return ray.util.get_node_ip_address(), _free_port()
+        return ray.util.get_node_ip_address(), free_port()
 
     def join(self, host: str, port: int) -> None:
         """Join the process group and build the replica; every replica starts from rank 0's weights."""

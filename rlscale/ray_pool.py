@@ -89,6 +89,11 @@ def actor_cpu_share(node_cpus: list[float], n_actors: int) -> float:
     return 1.0 / n_actors  # no CPUs reported at all: let Ray queue them
 
 
+def this_node() -> str:
+    """The Ray node id of the calling process (inside an actor: where it was placed)."""
+    return ray.get_runtime_context().get_node_id()
+
+
 def _alive_node_cpus() -> list[float]:
     return [n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n.get("Alive")]
 
@@ -98,7 +103,7 @@ class RayWorker(RolloutWorker):
 
     def node_id(self) -> str:
         """The Ray node of this actor; also a readiness probe."""
-        return ray.get_runtime_context().get_node_id()
+        return this_node()
 
 
 @dataclass
@@ -125,9 +130,11 @@ class RayPool(Pool):
     WAITING_NOTICE = 10.0  # seconds after which an elastic pool says an actor waits for a CPU
 
     def __init__(self, cfg: Config, spec: EnvSpec) -> None:
-        elastic = cfg.run.envs_per_actor > 0
-        n_actors = -(-cfg.env.n_envs // cfg.run.envs_per_actor) if elastic else cfg.run.n_actors
-        super().__init__(cfg, n_actors)
+        super().__init__(cfg, cfg.run.n_actors)
+        elastic = self.max_vector_envs > 0
+        if elastic:
+            self.vector_envs_per_worker = [0] * self.workers_for(cfg.env.n_envs)
+        n_actors = len(self.vector_envs_per_worker)
         self.owns_ray = init_ray(cfg.run.address)  # shut down on close only what we started
         # Honest resources: a worker keeps one core busy while it steps; where
         # there are fewer cores than workers they share them, in equal shares
@@ -163,9 +170,7 @@ class RayPool(Pool):
 
     def placement(self) -> list[str]:
         """The node id of each actor (an elastic pool's: of each actor that has a CPU)."""
-        if self.max_vector_envs:
-            return ray.get([self.placed[w] for w in sorted(self._ready_workers())])
-        return ray.get([actor.node_id.remote() for actor in self.actors])
+        return ray.get([self.placed[w] for w in sorted(self._ready_workers())])
 
     # ------------------------------------------------------------------ elastic pools
 

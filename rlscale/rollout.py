@@ -37,6 +37,10 @@ def flat_weights(model: torch.nn.Module) -> np.ndarray:
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu().numpy()
 
 
+# The time-major [n_steps, n_envs, ...] arrays of a Batch (split by column, joined by column).
+STEP_ARRAYS = ("obs", "actions", "rewards", "terminated", "truncated", "truncation_values", "values", "logprobs")
+
+
 @dataclass
 class Batch:
     """Time-major arrays [n_steps, n_envs, ...]; column j is environment env_ids[j]."""
@@ -70,17 +74,14 @@ class Batch:
 
     def columns(self, cols: np.ndarray) -> Batch:
         """The batch of environments ``cols`` only (a data-parallel learner's share; no episodes)."""
-        names = ["obs", "actions", "rewards", "terminated", "truncated", "truncation_values", "values", "logprobs"]
-        return Batch(**{n: np.ascontiguousarray(getattr(self, n)[:, cols]) for n in names},
+        return Batch(**{n: np.ascontiguousarray(getattr(self, n)[:, cols]) for n in STEP_ARRAYS},
                      bootstrap_values=self.bootstrap_values[cols], env_ids=self.env_ids[cols])
 
     @staticmethod
     def concat(fragments: list[Batch]) -> Batch:
         all_fragments = fragments
         fragments = [f for f in fragments if f.n_envs > 0] or fragments[:1]
-        names = ["obs", "actions", "rewards", "terminated", "truncated", "truncation_values",
-                 "values", "logprobs"]
-        arrays = {n: np.concatenate([getattr(f, n) for f in fragments], axis=1) for n in names}
+        arrays = {n: np.concatenate([getattr(f, n) for f in fragments], axis=1) for n in STEP_ARRAYS}
         return Batch(
             **arrays,
             bootstrap_values=np.concatenate([f.bootstrap_values for f in fragments]),

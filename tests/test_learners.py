@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +27,7 @@ from rlscale.env import probe_spec
 from rlscale.gradients import GradientReport
 from rlscale.nets import build_network
 from rlscale.noise import NoiseScaleEMA, estimate
+from rlscale.ray_learners import free_port
 from rlscale.train import main
 from tests.test_learner import random_batch
 from tests.test_noise import problem, true_noise_scale
@@ -50,12 +50,6 @@ def test_shares_hold_whole_environments_and_minibatch_rows_map_onto_them():
 
 SIZES = [12, 28]  # unequal shares: the estimator weighs them as env groups of these sizes
 DRAWS = 6_000
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _least_squares_learner(rank: int, port: int, out: str) -> None:
@@ -91,7 +85,7 @@ def _least_squares_learner(rank: int, port: int, out: str) -> None:
 @pytest.mark.timeout(180)
 def test_free_noise_estimate_matches_the_single_learner_and_the_truth(tmp_path):
     out = tmp_path / "estimates.json"
-    mp.spawn(_least_squares_learner, args=(_free_port(), str(out)), nprocs=2, join=True)
+    mp.spawn(_least_squares_learner, args=(free_port(), str(out)), nprocs=2, join=True)
     data = json.loads(out.read_text())
     r, s = problem(d=10, s=3.0), 3.0
     grad_sq, trace = true_noise_scale(r, s)
