@@ -114,10 +114,11 @@ def lean_loop(n_envs: int, seconds: float, n_steps: int = 5, gamma: float = 0.99
 
 def rlscale_loop(n_envs: int, seconds: float, serial: bool = False, measure: bool = True,
                  precision: str = "fp32", overlap: bool | None = False, n_actors: int | None = 2,
-                 threads: int | None = 2) -> tuple[float, dict]:
+                 threads: int | None = 2, parts_every: int | None = None) -> tuple[float, dict]:
     """The training loop's own engine (pool + learner), updates back to back; None: the preset's default."""
     settings = {"serial": serial, "measure_noise": measure, "learner_precision": precision,
-                "overlap": overlap, "n_actors": n_actors, "learner_threads": threads}
+                "overlap": overlap, "n_actors": n_actors, "learner_threads": threads,
+                "noise_parts_every": parts_every}
     cfg = build_config("pong", "a2c", {"n_envs": n_envs, "warmup_max_steps": 0, "max_envs": max(256, n_envs),
                                       **{k: v for k, v in settings.items() if v is not None}})
     engine = NativeEngine(cfg, n_envs)
@@ -141,13 +142,34 @@ def peak_rss_mb(pid: int | str = "self") -> float:
     return float("nan")
 
 
+def parts_scan(envs: list[int], seconds: float) -> None:
+    """What the policy/value split costs end to end at each --noise-parts-every (fp32, 2 actors)."""
+    for n in envs:
+        for _ in range(2):  # twice over: the machine drifts by ~5 % between minutes
+            lean = lean_loop(n, seconds)
+            rows = [("lean single-process A2C, fp32", lean),
+                    ("2 Ray actors, noise off", rlscale_loop(n, seconds, measure=False)[0])]
+            for every in (4, 16, 0):
+                rows.append((f"2 Ray actors, noise on, parts every {every}",
+                             rlscale_loop(n, seconds, measure=True, parts_every=every)[0]))
+            for what, rate in rows:
+                print(f"{what:44s} {n:4d} envs {rate:8,.0f}/s {rate / lean:6.2f}x lean "
+                      f"{rate / rows[1][1]:6.2f}x noise off", flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=30.0)
     p.add_argument("--envs", type=int, nargs="+", default=[16, 64])
     p.add_argument("--no-bf16", action="store_true", help="leave out the bf16 row (slow without bf16 units)")
+    p.add_argument("--parts-scan", action="store_true",
+                   help="only: lean loop, noise off, and noise on with the policy/value split every 4, 16 "
+                        "and never (2 actors, fp32), twice over")
     args = p.parse_args()
     torch.set_num_threads(2)
+    if args.parts_scan:
+        parts_scan(args.envs, args.seconds)
+        return
     rows: list[tuple[str, int, float]] = []
     for n in args.envs:
         def row(what: str, n: int = n, **kw) -> None:

@@ -6,12 +6,16 @@ the optimizer's: n_envs x n_steps observations for A2C, that divided by the
 number of minibatches for PPO.
 
 * fixed:    never resize.
-* critical: target batch = B_simple (train at the critical batch size).
-* sqrt:     target batch = sqrt(r * B_simple) (eq. D.6), r in examples per step.
-* auto:     target batch = B* = sqrt((a/b) * B_simple), the wall-time optimum of the
+* critical: target batch = B_crit (train at the critical batch size).
+* sqrt:     target batch = sqrt(r * B_crit) (eq. D.6), r in examples per step.
+* auto:     target batch = B* = sqrt((a/b) * B_crit), the wall-time optimum of the
             measured cost model T(B) = a + b*B (``rlscale.cost``, DESIGN §3b). Until
             the model is identified (two batch sizes timed), one probe resize by the
             largest allowed factor gives it a second size.
+
+B_crit is read as B_simple / crit_ratio: 1 where the theory's B_simple ~ B_crit
+holds; a task's measured ratio (``rlscale.pareto``) otherwise. The learning-rate
+rule keeps the measured B_simple, the quantity its alpha was measured with.
 
 A resize happens only when the target leaves a hysteresis band around the
 current batch, changes the batch by at most a bounded factor, waits for a
@@ -60,6 +64,9 @@ class BatchController:
     observations_per_env: float
     vector_size: int  # environments are added and removed in multiples of this
     observations_since_resize: float = 0.0
+    # Set by the probe resize: its batch was chosen to time the cost model, not by the
+    # estimate, so the first move toward B* need not wait out a cool-down there.
+    probed: bool = False
     # Update times per optimizer batch (auto mode): fed by the training loop, in optimizer-batch units.
     cost: CostModel = field(default_factory=CostModel)
 
@@ -71,19 +78,27 @@ class BatchController:
         if noise_scale is None or not math.isfinite(noise_scale) or noise_scale <= 0:
             return Decision(n_envs, lr, None, "no noise-scale estimate")
         current = n_envs * self.observations_per_env
+        critical = noise_scale / self.cfg.crit_ratio  # the signal's estimate of B_crit
         fit = self.cost.fit
         if self.cfg.batch == "auto" and fit is None:
             return self._probe(n_envs, noise_scale, current, lr)
         if self.cfg.batch == "auto":
-            target = optimal_batch(fit, noise_scale)
-            why = (f"B* = sqrt(r {fit.exchange_rate:,.0f} x B_simple {noise_scale:,.0f}) = {target:,.0f} "
+            target = optimal_batch(fit, critical)
+            why = (f"B* = sqrt(r {fit.exchange_rate:,.0f} x {self._signal_text(noise_scale)}) = {target:,.0f} "
                    f"(T = {1e3 * fit.overhead:.0f} ms + {1e3 * fit.per_observation:.3f} ms x batch)")
         else:
-            target = target_batch(self.cfg.batch, noise_scale, self.cfg.r)
+            target = target_batch(self.cfg.batch, critical, self.cfg.r)
             why = f"target batch {target:,.0f}"
-        if self.observations_since_resize < self.cfg.cooldown:
+        if self.probed:
+            self.probed = False
+        elif self.observations_since_resize < self.cfg.cooldown:
             return Decision(n_envs, lr, target, "cooling down")
         return self._resize_toward(n_envs, noise_scale, current, target, lr, why)
+
+    def _signal_text(self, noise_scale: float) -> str:
+        if self.cfg.crit_ratio == 1.0:
+            return f"B_simple {noise_scale:,.0f}"
+        return f"B_simple {noise_scale:,.0f} / {self.cfg.crit_ratio:g}"
 
     def _probe(self, n_envs: int, noise_scale: float, current: float, lr: float) -> Decision:
         """No cost model yet: once the current batch is timed, move by the largest factor to time another."""
@@ -92,8 +107,10 @@ class BatchController:
             return Decision(n_envs, lr, None, "timing this batch for the cost model")
         grow = n_envs * self.cfg.max_resize_factor <= self.cfg.max_envs
         target = current * (self.cfg.max_resize_factor if grow else 1.0 / self.cfg.max_resize_factor)
-        return self._resize_toward(n_envs, noise_scale, current, target, lr,
-                                   "probe: timing a second batch size for the cost model")
+        decision = self._resize_toward(n_envs, noise_scale, current, target, lr,
+                                       "probe: timing a second batch size for the cost model")
+        self.probed = decision.n_envs != n_envs and not self.cfg.probe_cooldown
+        return decision
 
     def _resize_toward(self, n_envs: int, noise_scale: float, current: float, target: float, lr: float,
                        why: str) -> Decision:
@@ -117,8 +134,10 @@ class BatchController:
         return Decision(new_envs, lr, target, f"{direction}: {why} vs {current:,.0f} observations")
 
     def state_dict(self) -> dict[str, Any]:
-        return {"observations_since_resize": self.observations_since_resize, "cost": self.cost.state_dict()}
+        return {"observations_since_resize": self.observations_since_resize, "probed": self.probed,
+                "cost": self.cost.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.observations_since_resize = float(state["observations_since_resize"])
+        self.probed = bool(state.get("probed", False))  # absent from checkpoints before it existed
         self.cost.load_state_dict(state["cost"])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +45,9 @@ def variant_of(run: RunRecord) -> str:
     if c.batch == "fixed":
         return f"fixed {optimizer_batch(run):g} {lr}{engine}"
     rule = f" noise a{c.lr_alpha:g}" if c.scales_lr else ""
-    return f"{c.batch} from {run.cfg.env.n_envs * run.cfg.observations_per_env:g} {lr}{rule}{engine}"
+    ratio = f" crit/{c.crit_ratio:g}" if c.crit_ratio != 1.0 else ""
+    probe = " probe-cooldown" if c.batch == "auto" and c.probe_cooldown else ""
+    return f"{c.batch} from {run.cfg.env.n_envs * run.cfg.observations_per_env:g} {lr}{rule}{ratio}{probe}{engine}"
 
 
 def median_interval(values: np.ndarray, seed: int = 0) -> tuple[float, float, float]:
@@ -153,7 +156,7 @@ def plot_walls(table: list[Cell], out: Path) -> None:
     cols = min(2, len(goals))
     rows = math.ceil(len(goals) / cols)
     variants = len({c.variant for c in table})
-    fig, axes = plt.subplots(rows, cols, figsize=(max(6.0, 0.55 * variants) * cols, 4.5 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(max(6.0, 1.3 * variants) * cols, 4.5 * rows), squeeze=False)
     for ax in axes.flat[len(goals):]:
         ax.set_visible(False)
     for ax, goal in zip(axes.flat, goals, strict=False):
@@ -168,7 +171,8 @@ def plot_walls(table: list[Cell], out: Path) -> None:
                             fmt="s", color="black", capsize=3)
                 if not math.isfinite(c.wall[2]):
                     ax.plot(i + 0.2, c.wall[0] / 60 * 1.08, "^", color="black")
-        ax.set_xticks(range(len(row)), [c.variant for c in row], rotation=45, ha="right")
+        # Long variant names wrapped, not rotated: rotated ones squeezed the plots to a strip.
+        ax.set_xticks(range(len(row)), [textwrap.fill(c.variant, 16) for c in row], fontsize=8)
         ax.set_title(f"goal {goal:g}")
         ax.set_ylabel("wall time to goal (min)")
         ax.set_ylim(bottom=0)

@@ -40,6 +40,15 @@ def test_saved_config_round_trips(tmp_path):
     assert load_saved(path) == cfg
 
 
+def test_a_config_saved_before_probe_cooldown_existed_loads_with_the_probe_cool_down_it_ran(tmp_path):
+    cfg = build_config("minatar-breakout", None, {"batch": "auto"})
+    assert cfg.control.probe_cooldown is False  # today's default
+    text = "\n".join(line for line in dumps_toml(cfg).splitlines() if not line.startswith("probe_cooldown"))
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    assert load_saved(path).control.probe_cooldown is True
+
+
 @pytest.mark.parametrize("overrides, message", [
     ({"n_envs": 0}, "--n-envs must be positive"),
     ({"lr": -1.0}, "--lr must be positive"),
@@ -90,3 +99,12 @@ def test_the_built_wheel_ships_the_presets(tmp_path):
     for preset in ("envs/pong.toml", "envs/breakout.toml", "envs/cartpole.toml", "agents/a2c.toml",
                    "agents/ppo.toml"):
         assert f"rlscale/presets/{preset}" in names, preset
+
+
+def test_presets_default_batch_control_is_the_measured_fastest():
+    # docs/results.md, issue 18 session 5: auto won on SpaceInvaders, tied on Breakout.
+    spaceinvaders = build_config("minatar-spaceinvaders", None, {})
+    assert spaceinvaders.control.batch == "auto" and spaceinvaders.control.crit_ratio == 4.0
+    breakout = build_config("minatar-breakout", None, {})
+    assert breakout.control.batch == "fixed" and breakout.control.crit_ratio == 4.0
+    assert build_config("cartpole", None, {}).control.crit_ratio == 1.0

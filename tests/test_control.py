@@ -91,3 +91,15 @@ def test_lr_unchanged_without_rule_and_state_round_trip():
     clone = controller(cooldown=10_000)
     clone.load_state_dict(waiting.state_dict())
     assert clone.observations_since_resize == waiting.observations_since_resize == 160
+
+
+def test_crit_ratio_divides_the_signal_for_the_target_but_not_for_the_lr_rule():
+    # B_simple 2,560 read as B_crit 2,560 / 4 = 640: sqrt(1000 x 640) = 800, not sqrt(1000 x 2,560) = 1,600.
+    d = controller(batch="sqrt", r=1000.0, cooldown=0, crit_ratio=4.0).step(16, 2560.0, 80, 1e-3)
+    assert d.target_batch == pytest.approx(800.0)
+    assert controller(batch="critical", cooldown=0, crit_ratio=4.0).step(16, 2560.0, 80, 1e-3).target_batch == 640.0
+    # The lr rule scales with the measured B_simple: 80 -> 160 observations at Bn = 2,560, alpha 1.
+    ruled = controller(batch="critical", cooldown=0, crit_ratio=4.0, lr_rule="noise", lr_alpha=1.0)
+    d = ruled.step(16, 2560.0, 80, 1e-3)
+    assert d.n_envs == 32 and d.lr == pytest.approx(1e-3 * (1 + 2560 / 80) / (1 + 2560 / 160))
+    assert "B_simple 2,560 / 4" not in d.reason  # critical mode names its target only

@@ -118,6 +118,17 @@ def test_auto_probes_a_second_size_then_targets_b_star():
     assert d.n_envs == 64 and "B* = sqrt(r 111 x B_simple 2,700) = 547" in d.reason
 
 
+def test_auto_targets_b_star_of_the_signal_divided_by_crit_ratio():
+    c = auto(crit_ratio=4.0)
+    for batch in (80, 160):
+        for _ in range(5):
+            c.cost.add(batch, 0.052 + 0.00047 * batch)
+    d = c.step(32, 2700.0, 160, 7e-4)
+    b_star = math.sqrt(0.052 / 0.00047 * 2700 / 4)  # 273.5 observations
+    assert d.target_batch == pytest.approx(b_star, rel=1e-6)
+    assert d.n_envs == 56 and "B* = sqrt(r 111 x B_simple 2,700 / 4) = 273" in d.reason
+
+
 def test_auto_state_round_trips_the_cost_model():
     c = auto()
     for batch in (80, 160):
@@ -140,3 +151,20 @@ def test_auto_scales_the_learning_rate_by_default_and_other_modes_do_not():
     critical = BatchController(ControlConfig(batch="critical", cooldown=0), observations_per_env=5, vector_size=4)
     d = critical.step(32, 2700.0, 1000, 7e-4)
     assert d.n_envs == 64 and d.lr == 7e-4
+
+
+def test_without_probe_cooldown_auto_moves_to_b_star_once_the_probe_is_timed():
+    for wait in (True, False):
+        c = auto(cooldown=10_000, probe_cooldown=wait)
+        for _ in range(5):
+            c.cost.add(80, 0.052 + 0.00047 * 80)
+        c.observations_since_resize = 10_000
+        assert "probe" in c.step(16, 500.0, 80, 7e-4).reason  # 16 -> 32 envs
+        for _ in range(5):
+            c.cost.add(160, 0.052 + 0.00047 * 160)
+        d = c.step(32, 5000.0, 160, 7e-4)  # 160 observations after the probe; B* = sqrt(110.6 x 5,000) = 744
+        if wait:
+            assert d.n_envs == 32 and d.reason == "cooling down"
+        else:
+            assert d.n_envs == 64 and d.reason.startswith("grow: B*")  # capped at 2x
+            assert c.step(64, 5000.0, 320, 7e-4).reason == "cooling down"  # later resizes wait again
