@@ -147,14 +147,14 @@ def parts_scan(envs: list[int], seconds: float) -> None:
     for n in envs:
         for _ in range(2):  # twice over: the machine drifts by ~5 % between minutes
             lean = lean_loop(n, seconds)
-            rows = [("lean single-process A2C, fp32", lean),
-                    ("2 Ray actors, noise off", rlscale_loop(n, seconds, measure=False)[0])]
+            noise_off = rlscale_loop(n, seconds, measure=False)[0]
+            rows = [("lean single-process A2C, fp32", lean), ("2 Ray actors, noise off", noise_off)]
             for every in (4, 16, 0):
                 rows.append((f"2 Ray actors, noise on, parts every {every}",
                              rlscale_loop(n, seconds, measure=True, parts_every=every)[0]))
             for what, rate in rows:
                 print(f"{what:44s} {n:4d} envs {rate:8,.0f}/s {rate / lean:6.2f}x lean "
-                      f"{rate / rows[1][1]:6.2f}x noise off", flush=True)
+                      f"{rate / noise_off:6.2f}x noise off", flush=True)
 
 
 def main() -> None:
