@@ -19,6 +19,10 @@ second and the ratio to the lean loop:
 * the A2C defaults: what ``python -m rlscale.train pong --agent a2c`` runs.
 
 Every row is the training loop's own engine (``NativeEngine``: pool and learner).
+Each row also reports the cores the machine kept busy meanwhile (/proc/stat,
+all processes) and the CPU milliseconds per agent step: speed is the one over
+the other, so a row beats the lean loop only by keeping more cores busy or by
+doing less work per step.
 
 Then peak resident memory (RSS) of the learner process and of each actor with
 16 and 256 environments. Every variant runs for the same wall time, one after
@@ -28,8 +32,10 @@ the other in this run; the ratios are the numbers to read (the machine is noisy)
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -43,17 +49,36 @@ from rlscale.optim import RMSpropTF
 from rlscale.ray_pool import RayPool
 
 
-def timed(loop_once: Callable[[], int], seconds: float, warmup: int = 3) -> float:
-    """Agent steps per second of ``loop_once`` (returns the steps it took) over ``seconds``."""
+@dataclass(frozen=True)
+class Rate:
+    steps_per_s: float  # agent steps per second
+    cores_busy: float  # the machine's busy CPU time over the wall time (2.0: both cores of two)
+
+    @property
+    def cpu_ms_per_step(self) -> float:
+        """CPU time the whole machine spent per agent step: the work, apart from how parallel it ran."""
+        return 1e3 * self.cores_busy / self.steps_per_s
+
+
+def busy_cpu_seconds() -> float:
+    """CPU seconds the whole machine has spent busy since boot (/proc/stat: all but idle and iowait)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(loop_once: Callable[[], int], seconds: float, warmup: int = 3) -> Rate:
+    """Agent steps per second of ``loop_once`` (returns the steps it took) over ``seconds``,
+    and how many cores the machine kept busy meanwhile (all processes: Ray's actors too)."""
     for _ in range(warmup):
         loop_once()
-    steps, start = 0, time.perf_counter()
+    steps, start, busy = 0, time.perf_counter(), busy_cpu_seconds()
     while time.perf_counter() - start < seconds:
         steps += loop_once()
-    return steps / (time.perf_counter() - start)
+    wall = time.perf_counter() - start
+    return Rate(steps / wall, (busy_cpu_seconds() - busy) / wall)
 
 
-def emulator(n_envs: int, seconds: float) -> float:
+def emulator(n_envs: int, seconds: float) -> Rate:
     from ale_py.vector_env import AtariVectorEnv
 
     env = AtariVectorEnv("pong", n_envs, num_threads=1, reward_clipping=False)
@@ -65,7 +90,7 @@ def emulator(n_envs: int, seconds: float) -> float:
         env.close()
 
 
-def lean_loop(n_envs: int, seconds: float, n_steps: int = 5, gamma: float = 0.99) -> float:
+def lean_loop(n_envs: int, seconds: float, n_steps: int = 5, gamma: float = 0.99) -> Rate:
     """The reference: what a careful user writes in one file (fp32, no framework)."""
     from ale_py.vector_env import AtariVectorEnv
 
@@ -114,7 +139,7 @@ def lean_loop(n_envs: int, seconds: float, n_steps: int = 5, gamma: float = 0.99
 
 def rlscale_loop(n_envs: int, seconds: float, serial: bool = False, measure: bool = True,
                  precision: str = "fp32", overlap: bool | None = False, n_actors: int | None = 2,
-                 threads: int | None = 2, parts_every: int | None = None) -> tuple[float, dict]:
+                 threads: int | None = 2, parts_every: int | None = None) -> tuple[Rate, dict]:
     """The training loop's own engine (pool + learner), updates back to back; None: the preset's default."""
     settings = {"serial": serial, "measure_noise": measure, "learner_precision": precision,
                 "overlap": overlap, "n_actors": n_actors, "learner_threads": threads,
@@ -146,12 +171,12 @@ def parts_scan(envs: list[int], seconds: float) -> None:
     """What the policy/value split costs end to end at each --noise-parts-every (fp32, 2 actors)."""
     for n in envs:
         for _ in range(2):  # twice over: the machine drifts by ~5 % between minutes
-            lean = lean_loop(n, seconds)
-            noise_off = rlscale_loop(n, seconds, measure=False)[0]
+            lean = lean_loop(n, seconds).steps_per_s
+            noise_off = rlscale_loop(n, seconds, measure=False)[0].steps_per_s
             rows = [("lean single-process A2C, fp32", lean), ("2 Ray actors, noise off", noise_off)]
             for every in (4, 16, 0):
                 rows.append((f"2 Ray actors, noise on, parts every {every}",
-                             rlscale_loop(n, seconds, measure=True, parts_every=every)[0]))
+                             rlscale_loop(n, seconds, measure=True, parts_every=every)[0].steps_per_s))
             for what, rate in rows:
                 print(f"{what:44s} {n:4d} envs {rate:8,.0f}/s {rate / lean:6.2f}x lean "
                       f"{rate / noise_off:6.2f}x noise off", flush=True)
@@ -170,11 +195,11 @@ def main() -> None:
     if args.parts_scan:
         parts_scan(args.envs, args.seconds)
         return
-    rows: list[tuple[str, int, float]] = []
+    rows: list[tuple[str, int, Rate]] = []
     for n in args.envs:
         def row(what: str, n: int = n, **kw) -> None:
             rows.append((what, n, rlscale_loop(n, args.seconds, **kw)[0]))
-            print(f"  {what:52s} {n:4d} envs {rows[-1][2]:8,.0f}/s", flush=True)
+            print(f"  {what:52s} {n:4d} envs {rows[-1][2].steps_per_s:8,.0f}/s", flush=True)
 
         rows.append(("emulator alone (random actions)", n, emulator(n, args.seconds)))
         rows.append(("lean single-process A2C, fp32", n, lean_loop(n, args.seconds)))
@@ -191,11 +216,16 @@ def main() -> None:
         row("overlap, 1 actor, 1 learner thread, noise on, auto", measure=True, overlap=True, n_actors=1,
             threads=1, precision="auto")
         row("A2C defaults (train pong --agent a2c)", measure=True, precision="auto", overlap=None, n_actors=None, threads=None)
-    print(f"Pong A2C, 5 steps per update, {args.seconds:g} s per row, torch threads 2")
-    print(f"{'what':52s} {'envs':>5s} {'agent steps/s':>14s} {'vs lean':>8s}")
+    print(f"Pong A2C, 5 steps per update, {args.seconds:g} s per row, torch threads 2, {os.cpu_count()} cores")
+    print("cores busy: the machine's CPU time over wall time (all processes); CPU ms per step: the work done "
+          "per agent step wherever it ran. Speed = cores busy / CPU ms per step, so a row can beat the lean "
+          "loop only by keeping more cores busy or by doing less work per step")
+    print(f"{'what':52s} {'envs':>5s} {'agent steps/s':>14s} {'vs lean':>8s} {'cores busy':>10s} "
+          f"{'CPU ms/step':>11s}")
     for what, n, rate in rows:
         lean = next(r for w, m, r in rows if m == n and w.startswith("lean"))
-        print(f"{what:52s} {n:5d} {rate:14,.0f} {rate / lean:8.2f}")
+        print(f"{what:52s} {n:5d} {rate.steps_per_s:14,.0f} {rate.steps_per_s / lean.steps_per_s:8.2f} "
+              f"{rate.cores_busy:10.2f} {rate.cpu_ms_per_step:11.3f}")
     print("\npeak resident memory (MB)")
     for n in (16, 256):
         _, memory = rlscale_loop(n, min(args.seconds, 10.0))

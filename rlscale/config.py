@@ -96,6 +96,10 @@ class ControlConfig:
     min_envs: int = opt(4, "fewest environments the controller may use")
     max_envs: int = opt(256, "most environments the controller may use")
     hysteresis: float = opt(1.5, "resize only when target/current batch leaves [1/h, h]")
+    # Near B* the time per unit of progress is flat (a batch 1.5x off costs at most 4 %),
+    # while every resize costs: the estimate's lag, a new learning rate, fresh episodes.
+    min_gain: float = opt(0.05, "auto: resize only when the cost model predicts B* at least this fraction "
+                          "faster than the current batch (0: whenever B* leaves the hysteresis band)")
     max_resize_factor: float = opt(2.0, "largest factor one resize may change the batch by")
     cooldown: float = opt(50_000, "observations to train after a resize before the next one")
     # Off: the probe's batch was picked to time the cost model, not by the estimate;
@@ -221,7 +225,8 @@ class Config:
             "noop_max": e.noop_max, "warmup_max_steps": e.warmup_max_steps,
             "ent_coef": a.ent_coef, "vf_coef": a.vf_coef, "max_grad_norm": a.max_grad_norm,
             "noise_parts_every": n.noise_parts_every, "cooldown": c.cooldown,
-            "learner_threads": r.learner_threads, "lr_alpha": c.lr_alpha, "envs_per_actor": r.envs_per_actor,
+            "learner_threads": r.learner_threads, "lr_alpha": c.lr_alpha, "min_gain": c.min_gain,
+            "envs_per_actor": r.envs_per_actor,
             "learner_chunk_rows": r.learner_chunk_rows,
             "max_actor_failures": r.max_actor_failures,
         }
@@ -399,7 +404,7 @@ def _sectioned(flat: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 # A config saved before one of these fields existed ran with the behaviour named by
 # the value here, which is not the field's default today.
-BEHAVIOUR_BEFORE_FIELD = {("control", "probe_cooldown"): True}
+BEHAVIOUR_BEFORE_FIELD = {("control", "probe_cooldown"): True, ("control", "min_gain"): 0.0}
 
 
 def _apply_saved(data: dict[str, Any], where: str) -> Config:

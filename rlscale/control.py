@@ -11,7 +11,9 @@ number of minibatches for PPO.
 * auto:     target batch = B* = sqrt((a/b) * B_crit), the wall-time optimum of the
             measured cost model T(B) = a + b*B (``rlscale.cost``, DESIGN §3b). Until
             the model is identified (two batch sizes timed), one probe resize by the
-            largest allowed factor gives it a second size.
+            largest allowed factor gives it a second size. It resizes only when the
+            model predicts B* at least ``min_gain`` faster per unit of progress than the
+            current batch: near B* the time is flat and a resize is not free.
 
 B_crit is read as B_simple / crit_ratio: 1 where the theory's B_simple ~ B_crit
 holds; a task's measured ratio (``rlscale.pareto``) otherwise. The learning-rate
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlscale.config import ControlConfig
-from rlscale.cost import CostModel, optimal_batch
+from rlscale.cost import CostModel, optimal_batch, predicted_speedup
 
 
 @dataclass(frozen=True)
@@ -78,14 +80,16 @@ class BatchController:
         if noise_scale is None or not math.isfinite(noise_scale) or noise_scale <= 0:
             return Decision(n_envs, lr, None, "no noise-scale estimate")
         current = n_envs * self.observations_per_env
-        critical = noise_scale / self.cfg.crit_ratio  # the signal's estimate of B_crit
         fit = self.cost.fit
         if self.cfg.batch == "auto" and fit is None:
             return self._probe(n_envs, noise_scale, current, lr)
+        critical = self.critical_batch(noise_scale)
+        gain = 0.0
         if self.cfg.batch == "auto":
             target = optimal_batch(fit, critical)
-            why = (f"B* = sqrt(r {fit.exchange_rate:,.0f} x {self._signal_text(noise_scale)}) = {target:,.0f} "
-                   f"(T = {1e3 * fit.overhead:.0f} ms + {1e3 * fit.per_observation:.3f} ms x batch)")
+            gain = predicted_speedup(fit, current, critical) - 1.0
+            why = (f"B* = sqrt(r {fit.exchange_rate:,.0f} x {self._signal_text(noise_scale)}) = {target:,.0f}, "
+                   f"{gain:.0%} faster (T = {1e3 * fit.overhead:.0f} ms + {1e3 * fit.per_observation:.3f} ms x batch)")
         else:
             target = target_batch(self.cfg.batch, critical, self.cfg.r)
             why = f"target batch {target:,.0f}"
@@ -93,7 +97,13 @@ class BatchController:
             self.probed = False
         elif self.observations_since_resize < self.cfg.cooldown:
             return Decision(n_envs, lr, target, "cooling down")
+        if self.cfg.batch == "auto" and gain < self.cfg.min_gain:
+            return Decision(n_envs, lr, target, f"B* {target:,.0f} only {gain:.1%} faster (< --min-gain)")
         return self._resize_toward(n_envs, noise_scale, current, target, lr, why)
+
+    def critical_batch(self, noise_scale: float) -> float:
+        """The signal's estimate of B_crit: what the targets, B* and its predicted speed-up read."""
+        return noise_scale / self.cfg.crit_ratio
 
     def _signal_text(self, noise_scale: float) -> str:
         if self.cfg.crit_ratio == 1.0:

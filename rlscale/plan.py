@@ -53,12 +53,15 @@ def goal_step(run: RunRecord, goal: float | None) -> tuple[float, str]:
     return hit.agent_steps, f"mean return {goal:g}"
 
 
-def stretches_of(run: RunRecord, until: float) -> list[Stretch]:
-    """One stretch per logged update up to ``until`` agent steps; the noise scale held across undefined ones."""
+def stretches_of(run: RunRecord, until: float, crit_ratio: float = 1.0) -> list[Stretch]:
+    """One stretch per logged update up to ``until`` agent steps; the noise scale held across undefined ones.
+
+    The stretches' noise scale is B_crit read as B_simple / ``crit_ratio``, as the controller reads it.
+    """
     steps, updates = series(run, tags.UPDATES)
     batch = np.interp(steps, *series(run, tags.OPTIMIZER_BATCH))
     noise_steps, noise = series(run, tags.B_SIMPLE)
-    noise_at = np.interp(steps, noise_steps, noise)  # held flat before the first and after the last value
+    noise_at = np.interp(steps, noise_steps, noise) / crit_ratio  # held flat before the first and after the last
     done = np.diff(updates, prepend=0.0)
     keep = steps <= until
     return [Stretch(float(d), float(b), float(n)) for d, b, n in zip(done[keep], batch[keep], noise_at[keep],
@@ -161,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cost", type=Path, help="take a and b from this run (a --batch auto run of the same task "
                    "on the same machine; default: the run itself)")
     p.add_argument("--overhead", type=float, help="a in seconds per update, for runs without a cost model")
+    p.add_argument("--crit-ratio", type=float,
+                   help="read B_crit as B_simple / this (default: the run's --crit-ratio; rlscale.pareto "
+                   "measures a task's ratio from fixed-batch sweeps)")
     p.add_argument("--reference-cores", type=int, default=os.cpu_count() or 1,
                    help="cores of the machine the run was measured on (default: this machine's)")
     p.add_argument("--out", type=Path, help="PNG to write (default: <run dir>/plan.png)")
@@ -168,13 +174,16 @@ def main(argv: list[str] | None = None) -> int:
     nodes = sorted(set(positive_ints(args.nodes, "--nodes")))
     positive_ints([args.learners, args.reference_cores, args.cpus_per_node or 1],
                   "--learners, --reference-cores and --cpus-per-node")
+    if args.crit_ratio is not None and not (math.isfinite(args.crit_ratio) and args.crit_ratio > 0):
+        raise UserError("--crit-ratio must be a positive number")
     if args.overhead is not None and not (math.isfinite(args.overhead) and args.overhead >= 0):
         raise UserError("--overhead must be a non-negative number of seconds")
     run = load_run(args.run_dir)
     out = writable_file(args.out or args.run_dir / "plan.png", ".png")
     cost_run = load_run(args.cost) if args.cost is not None else run
     until, what = goal_step(run, args.goal)
-    stretches = stretches_of(run, until)
+    crit_ratio = run.cfg.control.crit_ratio if args.crit_ratio is None else args.crit_ratio
+    stretches = stretches_of(run, until, crit_ratio)
     if not stretches:
         raise UserError(f"{run.path} logged no updates before {what}; nothing to plan")
     cost = measured_cost(run, cost_run, args.overhead, args.reference_cores)
@@ -192,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cost model (from {cost_run.path}): a = {cost.overhead * 1e3:.1f} ms per update, "
           f"b = {cost.per_observation * 1e3:.3f} ms per optimizer-batch observation "
           f"({cost.rollout_share:.0%} rollout, {1 - cost.rollout_share:.0%} learner) on "
-          f"{cost.reference_cores} cores; exchange rate a/b = {fit_r:,.0f} observations")
+          f"{cost.reference_cores} cores; exchange rate a/b = {fit_r:,.0f} observations; "
+          f"B_crit read as B_simple / {crit_ratio:g}")
     print(f"check: the model replays the run as it ran in {_hours(replayed)}; it measured "
           f"{_hours(measured) if measured is not None else 'no wall time'}")
     print_table(plans, paying, run.cfg.epochs_per_batch)

@@ -113,17 +113,42 @@ def plan(stretches: list[Stretch], cost: MeasuredCost, cluster: Cluster, steps_p
     wall = steps_total = examples = 0.0
     batches = []
     for stretch in stretches:
-        batch = min(max(optimal_batch(fit, stretch.noise_scale), min_batch), max_batch)
-        steps, seconds = steps_and_seconds(fit, stretch, batch, steps_per_update)
+        batch, steps, seconds = at_optimal_batch(fit, stretch, steps_per_update, min_batch, max_batch)
         wall, steps_total, examples = wall + seconds, steps_total + steps, examples + steps * batch
         batches.append(batch)
     return Plan(cluster, wall, steps_total, examples, batches[0], batches[-1])
 
 
+def at_optimal_batch(fit: Fit, stretch: Stretch, steps_per_update: float, min_batch: float,
+                     max_batch: float) -> tuple[float, float, float]:
+    """B* for the stretch within [min_batch, max_batch], and the optimizer steps and seconds there."""
+    batch = min(max(optimal_batch(fit, stretch.noise_scale), min_batch), max_batch)
+    return (batch, *steps_and_seconds(fit, stretch, batch, steps_per_update))
+
+
+def replay_seconds(stretches: list[Stretch], fit: Fit, steps_per_update: float) -> float:
+    """Seconds ``fit`` gives the stretches at the batches they ran at."""
+    return sum(steps_and_seconds(fit, s, s.batch, steps_per_update)[1] for s in stretches)
+
+
 def replay(stretches: list[Stretch], cost: MeasuredCost, steps_per_update: float) -> float:
     """Seconds the model gives the run as it ran (its own batches, its own machine): a check of the model."""
-    fit = Fit(cost.overhead, cost.per_observation)
-    return sum(steps_and_seconds(fit, s, s.batch, steps_per_update)[1] for s in stretches)
+    return replay_seconds(stretches, Fit(cost.overhead, cost.per_observation), steps_per_update)
+
+
+def control_ceiling(stretches: list[Stretch], fit: Fit, steps_per_update: float, min_batch: float,
+                    max_batch: float = math.inf) -> float:
+    """How much faster the run's progress would be made at B* at every step, on the same machine.
+
+    The most any batch control can gain over the batches the run used, by the model
+    (the noise scale as the run measured it, the learning rate right for every batch):
+    the time at its own batches divided by the time at each stretch's B*, clipped to
+    [min_batch, max_batch]. One stretch: tau(B)/tau(B*), ``cost.predicted_speedup``.
+    """
+    if not stretches:
+        raise ValueError("no stretches to remake")
+    at_optimum = sum(at_optimal_batch(fit, s, steps_per_update, min_batch, max_batch)[2] for s in stretches)
+    return replay_seconds(stretches, fit, steps_per_update) / at_optimum
 
 
 def last_paying(plans: list[Plan], min_efficiency: float = 0.5) -> int:

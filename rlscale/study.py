@@ -8,8 +8,13 @@ S and examples E with 95 % bootstrap intervals over the seeds (a seed that
 never reached the goal counts as infinitely slow, so a median exists only when
 most seeds got there). Then, for the adaptive runs: the speed-up their cost
 model predicted (time-weighted mean of ``batch/predicted_speedup``) next to
-the one realised against the fixed batch they started from. A PNG shows the
-wall time to each goal per variant, one dot per seed.
+the one realised against the fixed batch they started from. And for each fixed
+batch, the ceiling of batch control: how much sooner its runs would have
+reached the top goal at B* at every update, by the cost model T(B) = a + b*B
+fitted to the fixed runs' own update times and each run's measured noise scale
+(``rlscale.scaling.control_ceiling``) -- the most any controller could have won
+there, on this machine. A PNG shows the wall time to each goal per variant, one
+dot per seed.
 
 Wall times compare only between runs under the same load: a sweep runs every
 trial as one serial process with one torch thread, at most one per CPU.
@@ -27,10 +32,13 @@ import numpy as np
 
 from rlscale import tags
 from rlscale.cli import Parser, writable_dir
-from rlscale.errors import exits_cleanly
+from rlscale.cost import CostModel, Fit
+from rlscale.errors import UserError, exits_cleanly
 from rlscale.pareto import optimizer_batch
+from rlscale.plan import steps_per_update, stretches_of
 from rlscale.plot import save_figure
 from rlscale.runs import RunRecord, add_run_arguments, format_number, goals_of, load_runs
+from rlscale.scaling import control_ceiling
 
 BOOTSTRAP_RESAMPLES = 10_000
 
@@ -47,7 +55,9 @@ def variant_of(run: RunRecord) -> str:
     rule = f" noise a{c.lr_alpha:g}" if c.scales_lr else ""
     ratio = f" crit/{c.crit_ratio:g}" if c.crit_ratio != 1.0 else ""
     probe = " probe-cooldown" if c.batch == "auto" and c.probe_cooldown else ""
-    return f"{c.batch} from {run.cfg.env.n_envs * run.cfg.observations_per_env:g} {lr}{rule}{ratio}{probe}{engine}"
+    gain = f" min-gain {c.min_gain:g}" if c.batch == "auto" and c.min_gain else ""
+    return (f"{c.batch} from {run.cfg.env.n_envs * run.cfg.observations_per_env:g} "
+            f"{lr}{rule}{ratio}{probe}{gain}{engine}")
 
 
 def median_interval(values: np.ndarray, seed: int = 0) -> tuple[float, float, float]:
@@ -146,6 +156,54 @@ def print_verdict(runs: list[RunRecord], table: list[Cell]) -> None:
               f"(time-weighted over each run, median of {len(predicted)})")
 
 
+def fixed_runs_cost(runs: list[RunRecord]) -> Fit | None:
+    """T(B) = a + b*B through the fixed runs' median update times, per optimizer batch (a sweep's
+    runs share one load); None with fewer than two batch sizes or without update times."""
+    fixed = [r for r in runs if r.cfg.control.batch == "fixed" and tags.UPDATE_SECONDS in r.scalars]
+    model = CostModel(window=len(fixed) + 1, min_samples=1, sizes_kept=len(fixed) + 1)
+    for run in fixed:
+        model.add(float(optimizer_batch(run)), float(np.median(run.scalars[tags.UPDATE_SECONDS][1])))
+    return model.fit
+
+
+def run_ceiling(run: RunRecord, goal: float, fit: Fit, crit_ratio: float | None) -> float | None:
+    """How much sooner the run would have reached ``goal`` at B* at every update (None: never reached)."""
+    hit = run.goal(goal)
+    if hit is None or tags.B_SIMPLE not in run.scalars:
+        return None
+    ratio = run.cfg.control.crit_ratio if crit_ratio is None else crit_ratio
+    stretches = stretches_of(run, hit.agent_steps, ratio)
+    if not stretches:
+        return None
+    # Any batch down to one environment's: a fixed run's own env bounds and vector size pin its batch.
+    return control_ceiling(stretches, fit, steps_per_update(run), run.cfg.observations_per_env)
+
+
+def print_ceilings(runs: list[RunRecord], goal: float, crit_ratio: float | None) -> None:
+    """Per fixed variant: the most batch control could have gained over it, by the cost model."""
+    fit = fixed_runs_cost(runs)
+    if fit is None:
+        print("\nceiling of batch control: needs fixed runs at two batch sizes or more (the cost model's a and b)")
+        return
+    ratios = sorted({r.cfg.control.crit_ratio if crit_ratio is None else crit_ratio for r in runs})
+    print(f"\nceiling of batch control at goal {goal:g}: the fixed runs' progress remade at B* at every update "
+          f"(cost model through their update times: a = {1e3 * fit.overhead:.1f} ms, "
+          f"b = {1e3 * fit.per_observation:.4f} ms per observation, r = {fit.exchange_rate:,.0f}; "
+          f"B_crit = B_simple / {' or '.join(f'{x:g}' for x in ratios)}; the learning rate taken as right "
+          f"for every batch, any batch down to one environment's). "
+          f"The most any batch control could have won over each fixed batch:")
+    variants: dict[str, list[float]] = {}
+    for run in runs:
+        if run.cfg.control.batch == "fixed":
+            ceiling = run_ceiling(run, goal, fit, crit_ratio)
+            if ceiling is not None:
+                variants.setdefault(variant_of(run), []).append(ceiling)
+    for variant in sorted(variants, key=_order):
+        values = np.array(variants[variant])
+        print(f"  {variant}: {np.median(values):.2f}x sooner (median of {values.size} seeds that reached it; "
+              f"range {values.min():.2f}-{values.max():.2f})")
+
+
 def plot_walls(table: list[Cell], out: Path) -> None:
     import matplotlib
 
@@ -187,13 +245,18 @@ def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="python -m rlscale.study", description=__doc__.splitlines()[0])
     add_run_arguments(p, "a sweep directory (made with --auto), or run directories")
     p.add_argument("--out", type=Path, help="the PNG (default: study.png in the sweep directory)")
+    p.add_argument("--crit-ratio", type=float, help="read B_crit as B_simple / this for the ceiling "
+                   "(default: each run's own --crit-ratio)")
     args = p.parse_args(argv)
+    if args.crit_ratio is not None and not (math.isfinite(args.crit_ratio) and args.crit_ratio > 0):
+        raise UserError("--crit-ratio must be a positive number")
     runs = load_runs(args.paths)
     goals = goals_of(runs, args.goals)
     table = cells(runs, goals)
     print(f"{len(runs)} runs in {len({c.variant for c in table})} variants; goals {', '.join(f'{g:g}' for g in goals)}")
     print_table(table)
     print_verdict(runs, table)
+    print_ceilings(runs, max(goals), args.crit_ratio)
     out = args.out or (args.paths[0] / "study.png" if len(args.paths) == 1 and args.paths[0].is_dir()
                        else Path("study.png"))
     writable_dir(out.parent, "--out")

@@ -253,8 +253,9 @@ def cost_metrics(run: Run, result: UpdateResult) -> dict[str, float]:
     per_update = result.agent_steps / result.optimizer_batch
     out = {tags.OVERHEAD_SECONDS: fit.overhead, tags.SECONDS_PER_OBSERVATION: fit.per_observation / per_update,
            tags.EXCHANGE_RATE: fit.exchange_rate}
-    if run.signal is not None:
-        out[tags.PREDICTED_SPEEDUP] = predicted_speedup(fit, result.optimizer_batch, run.signal)
+    if run.signal is not None:  # against the B* the controller aims at: B_crit read as B_simple / crit_ratio
+        out[tags.PREDICTED_SPEEDUP] = predicted_speedup(fit, result.optimizer_batch,
+                                                        run.controller.critical_batch(run.signal))
     return out
 
 

@@ -168,3 +168,19 @@ def test_without_probe_cooldown_auto_moves_to_b_star_once_the_probe_is_timed():
         else:
             assert d.n_envs == 64 and d.reason.startswith("grow: B*")  # capped at 2x
             assert c.step(64, 5000.0, 320, 7e-4).reason == "cooling down"  # later resizes wait again
+
+
+def test_auto_resizes_only_when_b_star_pays_at_least_min_gain():
+    """r = 0.052 / 0.00047 = 110.6, B* = sqrt(110.6 x 100) = 105.2 against 160 observations: outside
+    the 1.5x band, but tau(160)/tau(B*) = 270.6 x 1.625 / (210.6 + 2 x 105.2) = 1.045, under 5 %."""
+    models = {}
+    for min_gain in (0.05, 0.0):
+        c = auto(min_gain=min_gain)
+        for batch in (80, 160):
+            for _ in range(5):
+                c.cost.add(batch, 0.052 + 0.00047 * batch)
+        models[min_gain] = c.step(32, 100.0, 160, 7e-4)
+    held, moved = models[0.05], models[0.0]
+    assert predicted_speedup(Fit(0.052, 0.00047), 160, 100) == pytest.approx(1.045, abs=1e-3)
+    assert held.n_envs == 32 and "only 4.5% faster" in held.reason
+    assert moved.n_envs == 20 and "= 105, 4% faster" in moved.reason  # 105 observations: 21 envs -> 20

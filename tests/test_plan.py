@@ -6,15 +6,20 @@ import math
 
 import pytest
 
+from rlscale.cost import Fit, optimal_batch, predicted_speedup
+from rlscale.plan import stretches_of
+from rlscale.runs import load_run
 from rlscale.scaling import (
     Cluster,
     MeasuredCost,
     Plan,
     Stretch,
     cluster_fit,
+    control_ceiling,
     last_paying,
     plan,
     replay,
+    steps_and_seconds,
 )
 from tests.conftest import run_command
 from tests.test_cli import assert_one_line_error
@@ -46,6 +51,32 @@ def test_one_stretch_by_hand():
     assert plan([stretch], COST, Cluster(1, 2), 4, 1).wall_seconds == pytest.approx(12.45964 / 4, rel=1e-6)
     # The run as it ran: 100 updates of 0.05 + 0.08 s.
     assert replay([stretch], COST, 1) == pytest.approx(13.0)
+
+
+def test_control_ceiling_of_one_stretch_is_the_predicted_speedup():
+    """One stretch: the time at its batch over the time at B* is tau(B)/tau(B*), cost.predicted_speedup."""
+    fit = Fit(0.05, 0.001)
+    stretch = Stretch(100, 80, 320)
+    # 13.0 s as it ran (test above) over 12.45964 s at B* = 126.5
+    assert control_ceiling([stretch], fit, 1, min_batch=1) == pytest.approx(13.0 / 12.45964, rel=1e-6)
+    assert control_ceiling([stretch], fit, 1, min_batch=1) == pytest.approx(predicted_speedup(fit, 80, 320))
+    at_optimum = Stretch(100, optimal_batch(fit, 320), 320)
+    assert control_ceiling([at_optimum], fit, 1, min_batch=1) == pytest.approx(1.0)
+    # Bounds: B* clipped to 100, the gain shrinks; a run already at the bound gains nothing.
+    clipped = control_ceiling([stretch], fit, 1, min_batch=1, max_batch=100)
+    assert 1.0 < clipped < predicted_speedup(fit, 80, 320)
+    assert control_ceiling([Stretch(100, 100, 320)], fit, 1, min_batch=1, max_batch=100) == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        control_ceiling([], fit, 1, 1)
+
+
+def test_control_ceiling_weights_stretches_by_their_time():
+    """Two stretches, one at B* and one off it: the ceiling is total time over total time at B*."""
+    fit = Fit(0.05, 0.001)
+    on, off = Stretch(100, optimal_batch(fit, 320), 320), Stretch(50, 20, 320)
+    seconds = [steps_and_seconds(fit, s, s.batch, 1)[1] for s in (on, off)]
+    at_optimum = [seconds[0], steps_and_seconds(fit, off, optimal_batch(fit, 320), 1)[1]]
+    assert control_ceiling([on, off], fit, 1, 1) == pytest.approx(sum(seconds) / sum(at_optimum))
 
 
 def test_batch_bounds_hold():
@@ -126,6 +157,19 @@ def test_plan_command_on_a_real_run(auto_run, tmp_path):
     assert png.stat().st_size > 10_000
 
 
+def test_plan_reads_b_crit_as_b_simple_over_the_crit_ratio(auto_run):
+    """The planner's noise scale is the controller's: B_simple / crit_ratio (the run's unless told)."""
+    run = load_run(auto_run)
+    until = float(run.agent_steps())
+    plain, quarter = stretches_of(run, until), stretches_of(run, until, 4.0)
+    assert len(plain) == len(quarter) > 10
+    assert all(q.noise_scale == pytest.approx(p.noise_scale / 4) and q.batch == p.batch
+               for p, q in zip(plain, quarter, strict=True))
+    result = run_command(["rlscale.plan", str(auto_run), "--nodes", "1", "--crit-ratio", "4"], timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "B_crit read as B_simple / 4" in result.stdout
+
+
 def test_plan_bad_input(auto_run, tmp_path):
     fixed = tmp_path / "fixed"
     trained = run_command(["rlscale.train", "cartpole", "--serial", "--n-envs", "4", "--total-frames", "2000",
@@ -135,6 +179,7 @@ def test_plan_bad_input(auto_run, tmp_path):
         (["rlscale.plan", str(fixed)], ["has no measured cost model", "--cost RUN_DIR", "--overhead SECONDS"]),
         (["rlscale.plan", str(tmp_path / "nope")], ["does not exist"]),
         (["rlscale.plan", str(auto_run), "--nodes", "0"], ["--nodes must be positive"]),
+        (["rlscale.plan", str(auto_run), "--crit-ratio", "0"], ["--crit-ratio must be a positive number"]),
         (["rlscale.plan", str(auto_run), "--goal", "100000"], ["never reached a mean return of 100000"]),
         (["rlscale.plan", str(auto_run), "--overhead", "1000"], ["is not below the run's median update time"]),
         (["rlscale.plan", str(auto_run), "--out", str(tmp_path / "x.jpg")], ["must end in .png"]),

@@ -9,11 +9,13 @@ import numpy as np
 import pytest
 
 from rlscale.config import build_config
+from rlscale.cost import Fit, predicted_speedup
 from rlscale.runs import RunRecord
-from rlscale.study import cells, median_interval, variant_of
+from rlscale.study import cells, fixed_runs_cost, median_interval, run_ceiling, variant_of
 
 
-def record(name: str, batch: str, n_envs: int, reach_at: float | None, seconds_per_step: float) -> RunRecord:
+def record(name: str, batch: str, n_envs: int, reach_at: float | None, seconds_per_step: float,
+           update_seconds: float = 0.01, b_simple: float = 400.0) -> RunRecord:
     """A CartPole run whose 20-episode mean jumps from 0 to 500 at agent step ``reach_at``."""
     cfg = build_config("cartpole", None, {"n_envs": n_envs, "batch": batch, "min_envs": 4})
     steps = np.arange(1, 201) * 100.0
@@ -23,6 +25,8 @@ def record(name: str, batch: str, n_envs: int, reach_at: float | None, seconds_p
         "train/updates": (steps, steps / 40), "train/examples": (steps, steps),
         "perf/wall_seconds": (steps, steps * seconds_per_step),
         "batch/optimizer_batch": (steps, np.full(steps.size, n_envs * 5.0)),
+        "perf/update_seconds": (steps, np.full(steps.size, update_seconds)),
+        "noise/b_simple": (steps, np.full(steps.size, b_simple)),
     }
     return RunRecord(Path(name), cfg, scalars, None)
 
@@ -37,11 +41,36 @@ def test_median_interval_by_bootstrap():
 def test_study_cells_group_variants_and_count_unreached_seeds():
     runs = [record(f"f{s}", "fixed", 8, 5_000 + 1_000 * s, 0.01) for s in range(5)]
     runs += [record(f"a{s}", "auto", 8, 4_000 if s < 3 else None, 0.01) for s in range(5)]
-    assert {variant_of(r) for r in runs} == {"fixed 40 lr 0.0007", "auto from 40 lr 0.0007 noise a0.5"}
+    assert {variant_of(r) for r in runs} == {"fixed 40 lr 0.0007", "auto from 40 lr 0.0007 noise a0.5 min-gain 0.05"}
     table = {c.variant: c for c in cells(runs, [475.0])}
-    fixed, auto = table["fixed 40 lr 0.0007"], table["auto from 40 lr 0.0007 noise a0.5"]
+    fixed, auto = table["fixed 40 lr 0.0007"], table["auto from 40 lr 0.0007 noise a0.5 min-gain 0.05"]
     # The 20-episode window is full from step 2,000 on; a jump at step s makes the mean
     # reach 475 when 19 of the last 20 episodes are 500: 18 episodes (1,800 steps) later.
     assert fixed.reached == 5 and fixed.wall[0] == pytest.approx((7_000 + 1_800) * 0.01)
     assert auto.reached == 3 and auto.wall[0] == pytest.approx((4_000 + 1_800) * 0.01)
     assert auto.walls.count(math.inf) == 2
+
+
+def test_ceiling_of_batch_control_from_the_fixed_runs_cost_and_noise_scale():
+    """Fixed runs at 40 and 160 observations timed at a + b*B (a = 10 ms, b = 0.5 ms): the study's
+    cost model is that line, and with a constant B_simple of 400 the ceiling over a fixed batch B
+    is tau(B)/tau(B*) at B* = sqrt(20 x 400 / c) -- cost.predicted_speedup."""
+    a, b = 0.01, 0.0005
+    runs = [record(f"f{batch}-{s}", "fixed", batch // 5, 5_000, 0.01, update_seconds=a + b * batch)
+            for batch in (40, 160) for s in range(5)]
+    fit = fixed_runs_cost(runs)
+    assert fit.overhead == pytest.approx(a) and fit.per_observation == pytest.approx(b)
+    small, large = runs[0], runs[-1]
+    assert run_ceiling(small, 475.0, fit, None) == pytest.approx(predicted_speedup(Fit(a, b), 40, 400))
+    assert run_ceiling(large, 475.0, fit, None) == pytest.approx(predicted_speedup(Fit(a, b), 160, 400))
+    assert run_ceiling(small, 475.0, fit, 4.0) == pytest.approx(predicted_speedup(Fit(a, b), 40, 100))
+    assert run_ceiling(small, 600.0, fit, None) is None  # never reached
+    assert fixed_runs_cost(runs[:5]) is None  # one batch size cannot tell a from b
+
+
+def test_study_refuses_a_bad_crit_ratio_in_one_line(tmp_path, capsys):
+    from rlscale.study import main
+
+    assert main([str(tmp_path), "--crit-ratio", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--crit-ratio must be a positive number" in err[0]

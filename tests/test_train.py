@@ -17,6 +17,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from rlscale import checkpoint
 from rlscale.config import build_config
+from rlscale.cost import Fit, predicted_speedup
 from rlscale.train import main
 from rlscale.trainer import build, save_checkpoint, train_loop
 from tests.conftest import interrupt_when, train_subprocess
@@ -208,14 +209,16 @@ def test_closed_loop_cartpole_changes_its_batch_with_the_noise_scale(tmp_path, c
 
 
 def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):
-    """--batch auto on a real Ray instance: a probe resize, then B* from the measured cost model."""
+    """--batch auto on a real Ray instance: a probe resize, then B* from the measured cost model;
+    the logged predicted speed-up is against the B* the controller aims at (B_simple / crit_ratio)."""
     run_dir = tmp_path / "auto"
     code = main(["cartpole", "--n-actors", "2", "--batch", "auto", "--n-envs", "8", "--min-envs", "4",
-                 "--max-envs", "64", "--cooldown", "1000", "--total-frames", "30000", "--run-dir", str(run_dir)])
+                 "--max-envs", "64", "--cooldown", "1000", "--crit-ratio", "2", "--total-frames", "30000",
+                 "--run-dir", str(run_dir)])
     assert code == 0
     out = capsys.readouterr().out
     assert "resize 8 -> 16 envs (grow: probe: timing a second batch size for the cost model" in out
-    assert "B* = sqrt(r " in out  # a resize toward the model's optimum followed
+    assert "B* = sqrt(r " in out and " / 2) = " in out  # a resize toward the model's optimum followed
     events = scalars(run_dir)
     tags = set(events.Tags()["scalars"])
     assert {"perf/overhead_seconds", "perf/seconds_per_observation", "batch/exchange_rate",
@@ -223,6 +226,15 @@ def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):
     assert len({e.value for e in events.Scalars("batch/n_envs")}) >= 3
     assert all(e.value > 0 for e in events.Scalars("perf/seconds_per_observation"))
     assert all(e.value >= 1.0 - 1e-9 for e in events.Scalars("batch/predicted_speedup"))
+    logged = {tag: {e.step: e.value for e in events.Scalars(tag)} for tag in
+              ("perf/overhead_seconds", "perf/seconds_per_observation", "batch/optimizer_batch", "noise/b_simple")}
+    checked = 0
+    for e in events.Scalars("batch/predicted_speedup"):
+        fit = Fit(logged["perf/overhead_seconds"][e.step], logged["perf/seconds_per_observation"][e.step])
+        batch, b_simple = logged["batch/optimizer_batch"][e.step], logged["noise/b_simple"][e.step]
+        assert e.value == pytest.approx(predicted_speedup(fit, batch, b_simple / 2), rel=1e-3)
+        checked += 1
+    assert checked > 10
 
 
 def test_actors_of_an_embedded_ray_run_at_the_drivers_priority():
