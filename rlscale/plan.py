@@ -53,15 +53,29 @@ def goal_step(run: RunRecord, goal: float | None) -> tuple[float, str]:
     return hit.agent_steps, f"mean return {goal:g}"
 
 
-def stretches_of(run: RunRecord, until: float, crit_ratio: float = 1.0) -> list[Stretch]:
+def checked_crit_ratio(value: float | None) -> float | None:
+    """A --crit-ratio flag's value (None: not given), or one line and exit 2."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UserError("--crit-ratio must be a positive number")
+    return value
+
+
+def crit_ratio_of(run: RunRecord, given: float | None) -> float:
+    """B_simple / B_crit to read the run's noise scale with: the one given, else the run's own."""
+    return run.cfg.control.crit_ratio if given is None else given
+
+
+def stretches_of(run: RunRecord, until: float, crit_ratio: float | None = None) -> list[Stretch]:
     """One stretch per logged update up to ``until`` agent steps; the noise scale held across undefined ones.
 
-    The stretches' noise scale is B_crit read as B_simple / ``crit_ratio``, as the controller reads it.
+    The stretches' noise scale is B_crit read as B_simple / the crit ratio (``crit_ratio_of``), as the
+    controller reads it.
     """
     steps, updates = series(run, tags.UPDATES)
     batch = np.interp(steps, *series(run, tags.OPTIMIZER_BATCH))
     noise_steps, noise = series(run, tags.B_SIMPLE)
-    noise_at = np.interp(steps, noise_steps, noise) / crit_ratio  # held flat before the first and after the last
+    # Held flat before the first and after the last value.
+    noise_at = np.interp(steps, noise_steps, noise) / crit_ratio_of(run, crit_ratio)
     done = np.diff(updates, prepend=0.0)
     keep = steps <= until
     return [Stretch(float(d), float(b), float(n)) for d, b, n in zip(done[keep], batch[keep], noise_at[keep],
@@ -174,15 +188,14 @@ def main(argv: list[str] | None = None) -> int:
     nodes = sorted(set(positive_ints(args.nodes, "--nodes")))
     positive_ints([args.learners, args.reference_cores, args.cpus_per_node or 1],
                   "--learners, --reference-cores and --cpus-per-node")
-    if args.crit_ratio is not None and not (math.isfinite(args.crit_ratio) and args.crit_ratio > 0):
-        raise UserError("--crit-ratio must be a positive number")
+    checked_crit_ratio(args.crit_ratio)
     if args.overhead is not None and not (math.isfinite(args.overhead) and args.overhead >= 0):
         raise UserError("--overhead must be a non-negative number of seconds")
     run = load_run(args.run_dir)
     out = writable_file(args.out or args.run_dir / "plan.png", ".png")
     cost_run = load_run(args.cost) if args.cost is not None else run
     until, what = goal_step(run, args.goal)
-    crit_ratio = run.cfg.control.crit_ratio if args.crit_ratio is None else args.crit_ratio
+    crit_ratio = crit_ratio_of(run, args.crit_ratio)
     stretches = stretches_of(run, until, crit_ratio)
     if not stretches:
         raise UserError(f"{run.path} logged no updates before {what}; nothing to plan")

@@ -33,9 +33,9 @@ import numpy as np
 from rlscale import tags
 from rlscale.cli import Parser, writable_dir
 from rlscale.cost import CostModel, Fit
-from rlscale.errors import UserError, exits_cleanly
+from rlscale.errors import exits_cleanly
 from rlscale.pareto import optimizer_batch
-from rlscale.plan import steps_per_update, stretches_of
+from rlscale.plan import checked_crit_ratio, crit_ratio_of, steps_per_update, stretches_of
 from rlscale.plot import save_figure
 from rlscale.runs import RunRecord, add_run_arguments, format_number, goals_of, load_runs
 from rlscale.scaling import control_ceiling
@@ -171,8 +171,7 @@ def run_ceiling(run: RunRecord, goal: float, fit: Fit, crit_ratio: float | None)
     hit = run.goal(goal)
     if hit is None or tags.B_SIMPLE not in run.scalars:
         return None
-    ratio = run.cfg.control.crit_ratio if crit_ratio is None else crit_ratio
-    stretches = stretches_of(run, hit.agent_steps, ratio)
+    stretches = stretches_of(run, hit.agent_steps, crit_ratio)
     if not stretches:
         return None
     # Any batch down to one environment's: a fixed run's own env bounds and vector size pin its batch.
@@ -185,7 +184,7 @@ def print_ceilings(runs: list[RunRecord], goal: float, crit_ratio: float | None)
     if fit is None:
         print("\nceiling of batch control: needs fixed runs at two batch sizes or more (the cost model's a and b)")
         return
-    ratios = sorted({r.cfg.control.crit_ratio if crit_ratio is None else crit_ratio for r in runs})
+    ratios = sorted({crit_ratio_of(r, crit_ratio) for r in runs})
     print(f"\nceiling of batch control at goal {goal:g}: the fixed runs' progress remade at B* at every update "
           f"(cost model through their update times: a = {1e3 * fit.overhead:.1f} ms, "
           f"b = {1e3 * fit.per_observation:.4f} ms per observation, r = {fit.exchange_rate:,.0f}; "
@@ -248,8 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--crit-ratio", type=float, help="read B_crit as B_simple / this for the ceiling "
                    "(default: each run's own --crit-ratio)")
     args = p.parse_args(argv)
-    if args.crit_ratio is not None and not (math.isfinite(args.crit_ratio) and args.crit_ratio > 0):
-        raise UserError("--crit-ratio must be a positive number")
+    checked_crit_ratio(args.crit_ratio)
     runs = load_runs(args.paths)
     goals = goals_of(runs, args.goals)
     table = cells(runs, goals)
