@@ -12,11 +12,14 @@ second and the ratio to the lean loop:
 * rlscale serial: rlscale's pool and learner in one process (noise scale on);
 * rlscale actors, noise off / noise on: 2 Ray actors step the envs, the
   learner (2 torch threads) runs in this process, one phase after the other;
-  and noise on with the learner in bf16 autocast (--no-bf16 leaves it out);
+  and noise on with the actors' precision and layout timed at start-up
+  (learner fp32), and with the learner in bf16 autocast (--no-bf16 leaves it
+  out); every other row runs the actors in fp32;
 * overlap: the actors collect the next batch while the learner trains on this
   one (--overlap), with 2 or 1 actors and 1 learner thread, the noise scale
   off or on, the learner in fp32 or in the precision timed at start-up (auto);
-* the A2C defaults: what ``python -m rlscale.train pong --agent a2c`` runs.
+* the A2C defaults: what ``python -m rlscale.train pong --agent a2c`` runs
+  (actors and learner timed at start-up), and the same with the actors in fp32.
 
 Every row is the training loop's own engine (``NativeEngine``: pool and learner).
 Each row also reports the cores the machine kept busy meanwhile (/proc/stat,
@@ -139,14 +142,17 @@ def lean_loop(n_envs: int, seconds: float, n_steps: int = 5, gamma: float = 0.99
 
 def rlscale_loop(n_envs: int, seconds: float, serial: bool = False, measure: bool = True,
                  precision: str = "fp32", overlap: bool | None = False, n_actors: int | None = 2,
-                 threads: int | None = 2, parts_every: int | None = None) -> tuple[Rate, dict]:
+                 threads: int | None = 2, parts_every: int | None = None,
+                 actors: str | None = "fp32") -> tuple[Rate, dict]:
     """The training loop's own engine (pool + learner), updates back to back; None: the preset's default."""
     settings = {"serial": serial, "measure_noise": measure, "learner_precision": precision,
                 "overlap": overlap, "n_actors": n_actors, "learner_threads": threads,
-                "noise_parts_every": parts_every}
+                "noise_parts_every": parts_every, "actor_precision": actors}
     cfg = build_config("pong", "a2c", {"n_envs": n_envs, "warmup_max_steps": 0, "max_envs": max(256, n_envs),
                                       **{k: v for k, v in settings.items() if v is not None}})
     engine = NativeEngine(cfg, n_envs)
+    if actors == "auto" or (actors is None and cfg.run.actor_precision == "auto"):
+        print(f"    actors: {engine.pool.describe_inference()}", flush=True)
     try:
         rate = timed(lambda: engine.update(cfg.agent.lr).agent_steps, seconds)
         memory = {} if serial else actor_memory(engine.pool)
@@ -206,6 +212,7 @@ def main() -> None:
         row("rlscale serial, noise on, fp32", serial=True, measure=True)
         row("rlscale 2 Ray actors, noise off, fp32", measure=False)
         row("rlscale 2 Ray actors, noise on, fp32", measure=True)
+        row("rlscale 2 Ray actors, noise on, learner fp32, actors auto", measure=True, actors="auto")
         if not args.no_bf16:
             row("rlscale 2 Ray actors, noise on, bf16", measure=True, precision="bf16")
         row("overlap, 2 actors, 1 learner thread, noise on, fp32", measure=True, overlap=True, threads=1)
@@ -215,7 +222,10 @@ def main() -> None:
             threads=1)
         row("overlap, 1 actor, 1 learner thread, noise on, auto", measure=True, overlap=True, n_actors=1,
             threads=1, precision="auto")
-        row("A2C defaults (train pong --agent a2c)", measure=True, precision="auto", overlap=None, n_actors=None, threads=None)
+        row("A2C defaults, actors fp32", measure=True, precision="auto", overlap=None, n_actors=None,
+            threads=None)
+        row("A2C defaults (train pong --agent a2c)", measure=True, precision="auto", overlap=None, n_actors=None,
+            threads=None, actors=None)
     print(f"Pong A2C, 5 steps per update, {args.seconds:g} s per row, torch threads 2, {os.cpu_count()} cores")
     print("cores busy: the machine's CPU time over wall time (all processes); CPU ms per step: the work done "
           "per agent step wherever it ran. Speed = cores busy / CPU ms per step, so a row can beat the lean "

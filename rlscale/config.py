@@ -107,7 +107,8 @@ class ControlConfig:
     probe_cooldown: bool = opt(False, "auto: wait the cool-down after the probe resize too (default: move "
                                "toward B* as soon as the probe's batch is timed)")
     lr_rule: str = opt("auto", "learning rate on resize: none, noise ((1+Bn/B)^-alpha, eq. 2.6), or auto: noise "
-                       "with --batch auto (measured faster on all three study tasks), none otherwise",
+                       "with --batch auto, none otherwise (noise measured faster from an untuned lr, slower "
+                       "from a tuned one: the MinAtar presets set none; docs/results.md)",
                        ("auto", "none", "noise"))
     lr_alpha: float = opt(0.5, "alpha of the learning-rate rule (1 SGD, 0.5-1 Adam/RMSprop)")
 
@@ -142,6 +143,12 @@ class RunConfig:
     learner_precision: str = opt("auto", "learner forward/backward: fp32, bf16 autocast (fast on GPUs and CPUs "
                                  "with bf16 units; norms, losses and weights stay fp32), or auto: the faster of "
                                  "the two, timed at start-up (rlscale/precision.py)", ("auto", "fp32", "bf16"))
+    actor_precision: str = opt("auto", "rollout actors' forward passes: fp32, bf16 autocast, or auto: each actor "
+                               "times fp32 and bf16 in both memory layouts at start-up on its own node and takes "
+                               "the fastest whose outputs match fp32's (rlscale/precision.py)",
+                               ("auto", "fp32", "bf16"))
+    actor_channels_last: bool = opt(False, "actors' convolutions in channels-last memory format "
+                                    "(with --actor-precision auto the layout is timed too, and this is ignored)")
     learner_chunk_rows: int = opt(0, "rows per learner forward/backward pass, gradients summed over the "
                                   "passes (0 = auto: about 128 for convolutional networks on CPU, "
                                   "otherwise the whole batch)")
@@ -404,7 +411,8 @@ def _sectioned(flat: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 # A config saved before one of these fields existed ran with the behaviour named by
 # the value here, which is not the field's default today.
-BEHAVIOUR_BEFORE_FIELD = {("control", "probe_cooldown"): True, ("control", "min_gain"): 0.0}
+BEHAVIOUR_BEFORE_FIELD = {("control", "probe_cooldown"): True, ("control", "min_gain"): 0.0,
+                          ("run", "actor_precision"): "fp32"}
 
 
 def _apply_saved(data: dict[str, Any], where: str) -> Config:

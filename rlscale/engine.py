@@ -137,7 +137,7 @@ class NativeEngine:
     def describe(self) -> str:
         precision = self.precision.describe() if self.precision else self.cfg.run.learner_precision
         learner = self.learner.describe() if self.cfg.run.learners > 1 else f"learner on {self.learner.device}"
-        return f"{self.pool.describe()} | {learner}, {precision}"
+        return f"{self.pool.describe()}, actors {self.pool.describe_inference()} | {learner}, {precision}"
 
     @property
     def optimizer_steps(self) -> int:

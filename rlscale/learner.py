@@ -21,6 +21,7 @@ from rlscale.errors import UserError
 from rlscale.gradients import GradientReport, GradientRoute, RowsLoss, backward, env_groups
 from rlscale.noise import NoiseMeter
 from rlscale.optim import make_optimizer, set_lr
+from rlscale.precision import network_forward
 from rlscale.rollout import Batch, flat_weights
 
 
@@ -69,11 +70,7 @@ class Learner:
         With bf16 autocast the convolutions and matmuls run in bfloat16 while the
         parameters, their gradients, the losses and the noise-scale norms stay fp32.
         """
-        if self.channels_last and obs.dim() == 4:
-            obs = obs.contiguous(memory_format=torch.channels_last)
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-            logits, value = self.model(obs)
-        return logits.float(), value.float()
+        return network_forward(self.model, obs, self.bf16, self.channels_last)
 
     def rows(self, x: np.ndarray) -> torch.Tensor:
         """A [n_steps, n_envs, ...] batch array as flat rows on the learner's device (row = step * n_envs + env)."""

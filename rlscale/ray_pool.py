@@ -24,6 +24,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 from rlscale.config import Config
 from rlscale.env import EnvSpec
 from rlscale.errors import ActorFailures, UserError
+from rlscale.precision import InferenceChoice
 from rlscale.rollout import Batch, Pool, RolloutWorker, SerialPool
 
 
@@ -52,11 +53,13 @@ def init_ray(address: str, log_to_driver: bool = True) -> bool:
         if address:
             ray.init(address=address, logging_level="ERROR", log_to_driver=log_to_driver)
         else:
+            # "local": a Ray of this run's own, even where another runs on this machine
+            # (a second run, a test suite); without it ray.init joins that one.
             # Ray starts its workers at nice 15, below this driver: with --overlap the
             # learner then starved the rollout actors of CPU. They are the work, not
             # background tasks, so they run at the driver's priority (docs/performance.md).
-            ray.init(include_dashboard=False, logging_level="ERROR", log_to_driver=log_to_driver,
-                     _system_config={"worker_niceness": 0})
+            ray.init(address="local", include_dashboard=False, logging_level="ERROR",
+                     log_to_driver=log_to_driver, _system_config={"worker_niceness": 0})
     except (ConnectionError, RuntimeError, ValueError) as err:
         where = f"at '{address}'" if address else "embedded"
         raise UserError(
@@ -159,7 +162,19 @@ class RayPool(Pool):
             num_cpus=self.actor_cpus if cpus is None else cpus, scheduling_strategy="SPREAD",
             max_restarts=0)
         seed = self.cfg.run.seed * 7919 + index + 1_000 * self.failures
-        return remote.remote(self.cfg, self.spec, seed, 1)
+        return remote.remote(self.cfg, self.spec, seed, 1, self.inference_rows)
+
+    @property
+    def inference_rows(self) -> int:
+        """The rows of an actor's forward pass at the starting batch (what its precision is timed on)."""
+        n_envs = self.cfg.env.n_envs
+        if self.max_vector_envs:
+            return min(n_envs, self.cfg.run.envs_per_actor)
+        return -(-n_envs // max(1, self.cfg.run.n_actors))
+
+    def inference(self) -> list[InferenceChoice]:
+        ready = sorted(self._ready_workers())
+        return ray.get([self.actors[w].inference_choice.remote() for w in ready])
 
     def describe(self) -> str:
         nodes = len(set(self.placement()))

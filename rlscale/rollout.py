@@ -26,15 +26,40 @@ import numpy as np
 import torch
 
 from rlscale.config import Config
-from rlscale.env import EnvSpec, Episode, VectorEnv
+from rlscale.env import EnvSpec, Episode, VectorEnv, sample_observations
 from rlscale.nets import build_network
+from rlscale.precision import (
+    InferenceChoice,
+    choose_inference,
+    describe_inference,
+    has_convolutions,
+    network_forward,
+)
 
 
 def flat_weights(model: torch.nn.Module) -> np.ndarray:
     """The model's parameters as one float32 vector (what the pool broadcasts)."""
     # reshape, not view: channels-last weights are not contiguous; reshape copies them
-    # in logical (NCHW) order, which is the order vector_to_parameters fills.
+    # in logical (NCHW) order, which is the order load_flat_weights reads.
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu().numpy()
+
+
+@torch.no_grad()
+def load_flat_weights(model: torch.nn.Module, weights: np.ndarray) -> None:
+    """Copy a ``flat_weights`` vector into the model's parameters, keeping each one's memory layout.
+
+    (``vector_to_parameters`` would replace channels-last weights by NCHW views
+    of the vector, and alias a buffer that Ray's object store keeps read-only.)
+    """
+    params = list(model.parameters())
+    size = sum(p.numel() for p in params)
+    if weights.size != size:
+        raise ValueError(f"{weights.size} weights for a model of {size} parameters")
+    flat = torch.from_numpy(weights.copy())
+    offset = 0
+    for p in params:
+        p.copy_(flat[offset:offset + p.numel()].view(p.shape))
+        offset += p.numel()
 
 
 # The time-major [n_steps, n_envs, ...] arrays of a Batch (split by column, joined by column).
@@ -102,7 +127,8 @@ class RolloutWorker:
     at the first rollout after it is ready.
     """
 
-    def __init__(self, cfg: Config, spec: EnvSpec, seed: int, torch_threads: int | None = None) -> None:
+    def __init__(self, cfg: Config, spec: EnvSpec, seed: int, torch_threads: int | None = None,
+                 inference_rows: int = 1) -> None:
         if torch_threads:  # an actor process: one core per worker; the learner has its own
             torch.set_num_threads(torch_threads)
         self.cfg = cfg
@@ -112,7 +138,25 @@ class RolloutWorker:
         self.builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="env-builder")
         self.policy = build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden)
         self.policy.requires_grad_(False)
+        self.inference = self._choose_inference(inference_rows)
+        if self.inference.channels_last:
+            self.policy = self.policy.to(memory_format=torch.channels_last)
         self.generator = torch.Generator().manual_seed(seed)
+
+    def _choose_inference(self, rows: int) -> InferenceChoice:
+        """The actor's precision and layout: timed here, on this node, on batches of ``rows``, or as set."""
+        if self.cfg.run.actor_precision == "auto":
+            obs = torch.from_numpy(sample_observations(self.spec, max(1, rows)))
+            return choose_inference(self.policy, obs)
+        channels_last = self.cfg.run.actor_channels_last and has_convolutions(self.policy)
+        return InferenceChoice(self.cfg.run.actor_precision, channels_last, {}, {}, "set")
+
+    def inference_choice(self) -> InferenceChoice:
+        return self.inference
+
+    def _forward(self, obs: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        return network_forward(self.policy, torch.from_numpy(obs), self.inference.precision == "bf16",
+                               self.inference.channels_last)
 
     def add_vector_env(self, env_ids: list[int], seed: int, background: bool = False) -> int:
         """Add a vector env; returns the random warm-up steps it took (0 while in the background)."""
@@ -160,7 +204,7 @@ class RolloutWorker:
         return os.getpid()
 
     def _act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        logits, value = self.policy(torch.from_numpy(obs))
+        logits, value = self._forward(obs)
         dist = torch.distributions.Categorical(logits=logits)
         action = torch.multinomial(dist.probs, 1, generator=self.generator).squeeze(1)
         return action.numpy(), dist.log_prob(action).numpy(), value.numpy()
@@ -169,7 +213,7 @@ class RolloutWorker:
     def rollout(self, weights: np.ndarray, n_steps: int) -> Batch:
         joined_warmup = self._join_ready()
         # One flat float32 vector: a single zero-copy object in Ray's store.
-        torch.nn.utils.vector_to_parameters(torch.from_numpy(weights.copy()), self.policy.parameters())
+        load_flat_weights(self.policy, weights)
         n = sum(v.n for v in self.vector_envs)
         obs_buf = np.empty((n_steps, n, *self.spec.obs_shape), dtype=self.spec.obs_dtype)
         actions = np.empty((n_steps, n), dtype=np.int64)
@@ -194,9 +238,9 @@ class RolloutWorker:
                 if step.final_obs is not None:
                     # Bootstrap through time-limit truncation (Baselines treats it as terminal).
                     rows = lo + np.flatnonzero(step.truncated)
-                    truncation_values[t, rows] = self.policy(torch.from_numpy(step.final_obs))[1].numpy()
+                    truncation_values[t, rows] = self._forward(step.final_obs)[1].numpy()
             obs = np.concatenate([v.obs for v in self.vector_envs]) if n else obs
-        bootstrap = self.policy(torch.from_numpy(obs))[1].numpy() if n else np.zeros(0, np.float32)
+        bootstrap = self._forward(obs)[1].numpy() if n else np.zeros(0, np.float32)
         return Batch(obs_buf, actions, rewards, terminated, truncated, truncation_values,
                      values, logprobs, bootstrap.astype(np.float32),
                      np.asarray(self.env_ids(), dtype=np.int64), episodes,
@@ -330,6 +374,14 @@ class Pool:
         """Where the workers run, for the run's header line."""
         raise NotImplementedError
 
+    def inference(self) -> list[InferenceChoice]:
+        """How each running worker runs its policy (precision and layout)."""
+        raise NotImplementedError
+
+    def describe_inference(self) -> str:
+        """The workers' inference choices for the header line."""
+        return describe_inference(self.inference())
+
     def close(self) -> None:
         raise NotImplementedError
 
@@ -339,7 +391,7 @@ class SerialPool(Pool):
 
     def __init__(self, cfg: Config, spec: EnvSpec) -> None:
         super().__init__(cfg, 1)
-        self.worker = RolloutWorker(cfg, spec, seed=cfg.run.seed)
+        self.worker = RolloutWorker(cfg, spec, seed=cfg.run.seed, inference_rows=cfg.env.n_envs)
         self.resize(cfg.env.n_envs)
 
     def _apply(self, adds, removes, background) -> int:
@@ -353,6 +405,9 @@ class SerialPool(Pool):
 
     def describe(self) -> str:
         return "serial (no Ray)"
+
+    def inference(self) -> list[InferenceChoice]:
+        return [self.worker.inference]
 
     def close(self) -> None:
         self.worker.close()

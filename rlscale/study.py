@@ -48,8 +48,9 @@ def variant_of(run: RunRecord) -> str:
     and learning-rate rule ('auto from 40 lr 0.0007 noise a1')."""
     c, r = run.cfg.control, run.cfg.run
     lr = f"lr {run.cfg.agent.lr:g}"
-    # Engine settings that can change learning: the policy lag, and bf16 forced on.
+    # Engine settings that can change learning: the policy lag, and bf16 forced on (learner, actors).
     engine = (" overlap" if r.overlap else "") + (" bf16" if r.learner_precision == "bf16" else "")
+    engine += " actors bf16" if r.actor_precision == "bf16" else ""
     if c.batch == "fixed":
         return f"fixed {optimizer_batch(run):g} {lr}{engine}"
     rule = f" noise a{c.lr_alpha:g}" if c.scales_lr else ""
@@ -233,8 +234,11 @@ def plot_walls(table: list[Cell], out: Path) -> None:
         ax.set_title(f"goal {goal:g}")
         ax.set_ylabel("wall time to goal (min)")
         ax.set_ylim(bottom=0)
-    fig.suptitle("wall time to each goal: dots are seeds; squares the median with its 95 % bootstrap "
-                 "interval (a triangle: the interval's top was not reached)", fontsize=9)
+    # Wrapped to the figure's width (about 15 characters per inch at this size): one goal's
+    # figure is narrower than the sentence.
+    title = ("wall time to each goal: dots are seeds; squares the median with its 95 % bootstrap "
+             "interval (a triangle: the interval's top was not reached)")
+    fig.suptitle(textwrap.fill(title, int(15 * fig.get_figwidth())), fontsize=9)
     fig.tight_layout()
     save_figure(fig, out)
 

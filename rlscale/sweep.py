@@ -38,7 +38,7 @@ class Trial:
     batch_size: int  # the optimizer batch (an adaptive trial's first one)
     lr: float
     seed: int
-    mode: str = "fixed"  # or an adaptive batch control (auto), starting from the preset's env count
+    mode: str = "fixed"  # or an adaptive batch control (auto), starting from batch_size
 
     @property
     def name(self) -> str:
@@ -52,15 +52,13 @@ def trial_config(env: str, agent: str | None, overrides: dict[str, Any], trial: 
     common = {"lr": trial.lr, "seed": trial.seed, "serial": True, "learner_threads": 1, "run_dir": str(run_dir)}
     if "log_interval" not in overrides:
         common["log_interval"] = 60.0  # Ray Tune shows the trials' progress; keep logs short
-    if "learner_precision" not in overrides:
-        # Not timed per trial: under the sweep's own load the start-up timing can pick
-        # differently from trial to trial, and the trials' wall times are compared.
-        common["learner_precision"] = "fp32"
+    for timed_at_start in ("learner_precision", "actor_precision"):
+        if timed_at_start not in overrides:
+            # Not timed per trial: under the sweep's own load the start-up timing can pick
+            # differently from trial to trial, and the trials' wall times are compared.
+            common[timed_at_start] = "fp32"
     if "stop_return" not in overrides and base.env.goals:
         common["stop_return"] = max(base.env.goals)
-    if trial.mode != "fixed":
-        # Same process layout and load as the fixed trials; the preset's start, bounds and cool-down.
-        return build_config(env, agent, {**overrides, **common, "batch": trial.mode})
     per_env = base.observations_per_env
     n_envs = trial.batch_size / per_env
     if n_envs != int(n_envs) or n_envs < 1:
@@ -69,6 +67,10 @@ def trial_config(env: str, agent: str | None, overrides: dict[str, Any], trial: 
             f"({per_env:g} observations per environment per optimizer step); pick multiples of {per_env:g}"
         )
     n_envs = int(n_envs)
+    if trial.mode != "fixed":
+        # Same process layout and load as the fixed trials; the preset's bounds and cool-down,
+        # started at the trial's batch (the preset's unless --auto-from says otherwise).
+        return build_config(env, agent, {**overrides, **common, "batch": trial.mode, "n_envs": n_envs})
     trial_overrides = {
         **overrides, **common,
         "n_envs": n_envs, "vector_size": n_envs,  # one vector env; fixed runs never resize
@@ -160,6 +162,9 @@ def parser() -> Parser:
     p.add_argument("--auto", action="store_true",
                    help="also one --batch auto run per learning rate and seed, started at the preset's "
                         "env count, under the same load as the fixed trials (for python -m rlscale.study)")
+    p.add_argument("--auto-from", type=int, nargs="+", default=[], metavar="BATCH",
+                   help="like --auto, started at each of these batch sizes instead of the preset's "
+                        "(how much a wrong start costs auto)")
     p.add_argument("--sweep-dir", type=Path, help="where the trials' run directories go "
                    "(default: runs/sweep-<env>-<agent>)")
     p.add_argument("--max-concurrent", type=int, help="trials at once (default: one per CPU)")
@@ -174,18 +179,18 @@ def main(argv: list[str] | None = None) -> int:
         if forbidden in overrides:
             raise UserError(f"--{forbidden.replace('_', '-')} is set per trial by the sweep; "
                             "use --batch-sizes, --lrs and --seeds")
-    if not args.batch_sizes and not args.auto:
+    if not args.batch_sizes and not args.auto and not args.auto_from:
         raise UserError("name the fixed batch sizes with --batch-sizes (and/or add --auto runs)")
-    if any(b <= 0 for b in args.batch_sizes) or any(lr <= 0 for lr in args.lrs or []):
-        raise UserError("--batch-sizes and --lrs must be positive")
+    if any(b <= 0 for b in args.batch_sizes + args.auto_from) or any(lr <= 0 for lr in args.lrs or []):
+        raise UserError("--batch-sizes, --auto-from and --lrs must be positive")
     base = build_config(args.env, args.agent, overrides)
     check_env_id(base.env.env_id)
     lrs = args.lrs or [base.agent.lr]
     grid = [Trial(b, lr, s) for b in sorted(set(args.batch_sizes)) for lr in sorted(set(lrs))
             for s in sorted(set(args.seeds))]
-    if args.auto:
-        start = round(base.env.n_envs * base.observations_per_env)
-        grid += [Trial(start, lr, s, "auto") for lr in sorted(set(lrs)) for s in sorted(set(args.seeds))]
+    starts = ([round(base.env.n_envs * base.observations_per_env)] if args.auto else []) + args.auto_from
+    grid += [Trial(start, lr, s, "auto") for start in dict.fromkeys(starts) for lr in sorted(set(lrs))
+             for s in sorted(set(args.seeds))]
     name = args.env.replace(".toml", "").replace("/", "-").lower()
     sweep_dir = args.sweep_dir or Path("runs") / f"sweep-{name}-{base.agent.algo}"
     # Every grid point must make a valid config before anything runs.

@@ -40,14 +40,16 @@ def test_saved_config_round_trips(tmp_path):
     assert load_saved(path) == cfg
 
 
-@pytest.mark.parametrize("field, ran_with", [("probe_cooldown", True), ("min_gain", 0.0)])
-def test_a_config_saved_before_a_control_field_existed_loads_with_the_behaviour_it_ran(tmp_path, field, ran_with):
+@pytest.mark.parametrize("section, field, ran_with", [("control", "probe_cooldown", True),
+                                                      ("control", "min_gain", 0.0),
+                                                      ("run", "actor_precision", "fp32")])
+def test_a_config_saved_before_a_field_existed_loads_with_the_behaviour_it_ran(tmp_path, section, field, ran_with):
     cfg = build_config("minatar-breakout", None, {"batch": "auto"})
-    assert getattr(cfg.control, field) != ran_with  # today's default differs
+    assert getattr(getattr(cfg, section), field) != ran_with  # today's default differs
     text = "\n".join(line for line in dumps_toml(cfg).splitlines() if not line.startswith(field))
     path = tmp_path / "config.toml"
     path.write_text(text)
-    assert getattr(load_saved(path).control, field) == ran_with
+    assert getattr(getattr(load_saved(path), section), field) == ran_with
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -108,5 +110,7 @@ def test_presets_default_batch_control_is_the_measured_fastest():
     for game in ("minatar-spaceinvaders", "minatar-breakout"):
         cfg = build_config(game, None, {})
         assert cfg.control.batch == "fixed" and cfg.control.crit_ratio == 4.0 and cfg.agent.lr == 1.12e-2
+        # session 7: from the tuned lr, auto without the lr rule beat auto with it on both games
+        assert not build_config(game, None, {"batch": "auto"}).control.scales_lr
     assert build_config("minatar-breakout", "ppo", {}).agent.lr == build_config("pong", "ppo", {}).agent.lr
     assert build_config("cartpole", None, {}).control.crit_ratio == 1.0

@@ -1,4 +1,4 @@
-"""--learner-precision auto: the decision rule, and the start-up measurement on real networks."""
+"""--learner-precision and --actor-precision auto: the decision rules, and the start-up measurements on real networks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,26 @@ import torch
 
 from rlscale.env import EnvSpec, sample_observations
 from rlscale.nets import build_network
-from rlscale.precision import MIN_SPEEDUP, TOLERANCE, choose_precision, pick
+from rlscale.precision import (
+    INFERENCE_CANDIDATES,
+    MIN_SPEEDUP,
+    TOLERANCE,
+    InferenceChoice,
+    choose_inference,
+    choose_precision,
+    describe_inference,
+    inference_label,
+    pick,
+    pick_inference,
+)
+
+
+def seeded_network(shape: tuple[int, ...]) -> tuple[EnvSpec, torch.nn.Module, dict]:
+    """MinAtar's network for (10, 10, C) grids, the Nature CNN for (4, 84, 84) frames; and its weights."""
+    spec = EnvSpec(shape, "uint8" if shape[0] == 4 else "bool", 3, True)
+    torch.manual_seed(0)
+    model = build_network(spec, "auto", 64)
+    return spec, model, copy.deepcopy(model.state_dict())
 
 
 def test_bf16_only_when_clearly_faster_and_close_to_fp32():
@@ -29,10 +48,7 @@ def test_networks_without_convolutions_stay_fp32_unmeasured():
 
 @pytest.mark.parametrize("shape", [(10, 10, 4), (4, 84, 84)])  # MinAtar's network, the Nature CNN
 def test_the_start_up_measurement_times_both_and_leaves_the_model_alone(shape):
-    spec = EnvSpec(shape, "uint8" if shape[0] == 4 else "bool", 3, True)
-    torch.manual_seed(0)
-    model = build_network(spec, "auto", 64)
-    before = copy.deepcopy(model.state_dict())
+    spec, model, before = seeded_network(shape)
     obs = torch.from_numpy(sample_observations(spec, 16))
     assert obs.dtype == (torch.uint8 if shape[0] == 4 else torch.bool)
     choice = choose_precision(model, obs, repeats=2)
@@ -44,3 +60,66 @@ def test_the_start_up_measurement_times_both_and_leaves_the_model_alone(shape):
         torch.testing.assert_close(value, before[name])
     assert all(p.grad is None for p in model.parameters())
     assert np.isfinite(choice.bf16_error)
+
+
+def timings(**seconds: float) -> dict[str, float]:
+    """Candidate label -> seconds, from keywords like fp32=1.0, bf16_cl=0.5."""
+    return {k.replace("_cl", " channels-last"): v for k, v in seconds.items()}
+
+
+def test_the_actors_take_the_fastest_candidate_close_to_fp32_and_clearly_faster():
+    exact = {inference_label(*c): 0.0 for c in INFERENCE_CANDIDATES}
+    bf16_ok = {**exact, "bf16": 0.01, "bf16 channels-last": 0.01}
+    assert pick_inference(timings(fp32=1.0, fp32_cl=0.8, bf16=0.5, bf16_cl=0.4), bf16_ok) == ("bf16", True)
+    assert pick_inference(timings(fp32=1.0, fp32_cl=0.6, bf16=0.7, bf16_cl=0.65), bf16_ok) == ("fp32", True)
+    # nothing at least MIN_SPEEDUP faster: fp32 as it is
+    near = 1.0 / MIN_SPEEDUP * 1.01
+    assert pick_inference(timings(fp32=1.0, fp32_cl=near, bf16=near, bf16_cl=near), bf16_ok) == ("fp32", False)
+    # fast but wrong
+    bf16_wrong = {**exact, "bf16": TOLERANCE * 2, "bf16 channels-last": TOLERANCE * 2}
+    assert pick_inference(timings(fp32=1.0, fp32_cl=0.95, bf16=0.3, bf16_cl=0.2), bf16_wrong) == ("fp32", False)
+    # a CPU without bf16 units
+    assert pick_inference(timings(fp32=1.0, fp32_cl=1.0, bf16=10.0, bf16_cl=9.0), bf16_ok) == ("fp32", False)
+
+
+def test_actors_without_convolutions_stay_fp32_unmeasured():
+    spec = EnvSpec((4,), "float32", 2, False)
+    choice = choose_inference(build_network(spec, "auto", 64), torch.zeros(8, 4))
+    assert (choice.precision, choice.channels_last, choice.seconds) == ("fp32", False, {})
+    assert choice.describe() == "fp32 (not measured: no convolutions)"
+
+
+@pytest.mark.parametrize("shape", [(10, 10, 4), (4, 84, 84)])  # MinAtar's network, the Nature CNN
+def test_the_actors_measurement_times_every_candidate_and_leaves_the_model_alone(shape):
+    spec, model, before = seeded_network(shape)
+    choice = choose_inference(model, torch.from_numpy(sample_observations(spec, 8)), repeats=2)
+    labels = [inference_label(*c) for c in INFERENCE_CANDIDATES]
+    assert sorted(choice.seconds) == sorted(labels) and all(t > 0 for t in choice.seconds.values())
+    assert choice.errors["fp32"] == 0.0
+    assert choice.errors["fp32 channels-last"] < 1e-5  # the same numbers up to summation order
+    assert 0 < choice.errors["bf16"] < TOLERANCE and 0 < choice.errors["bf16 channels-last"] < TOLERANCE
+    assert (choice.precision, choice.channels_last) == pick_inference(choice.seconds, choice.errors)
+    if choice.label != "fp32":
+        ratio = choice.seconds["fp32"] / choice.seconds[choice.label]
+        assert choice.describe() == f"{choice.label} (measured: {ratio:.2f}x the speed of fp32)"
+    else:
+        best = min((label for label in labels if label != "fp32"), key=choice.seconds.get)
+        ratio = choice.seconds["fp32"] / choice.seconds[best]
+        assert choice.describe() == f"fp32 (measured: no other 1.1x faster; the best {ratio:.2f}x)"
+    for name, value in model.state_dict().items():
+        torch.testing.assert_close(value, before[name])
+        assert value.is_contiguous()  # the model's own layout too
+
+
+def test_the_header_says_what_the_actors_took_once_per_distinct_choice():
+    def measured(fp32: float, bf16_cl: float) -> InferenceChoice:
+        seconds = timings(fp32=fp32, fp32_cl=fp32, bf16=fp32, bf16_cl=bf16_cl)
+        errors = dict.fromkeys(seconds, 0.0)
+        return InferenceChoice(*pick_inference(seconds, errors), seconds, errors)
+
+    fast, faster, slow = measured(1.0, 0.76), measured(1.0, 0.75), measured(1.0, 0.98)
+    assert describe_inference([fast, faster]) == "bf16 channels-last (measured: 1.32-1.33x the speed of fp32)"
+    assert describe_inference([slow, slow]) == "fp32 (measured: no other 1.1x faster; the best 1.02x)"
+    assert describe_inference([fast, slow]) == ("1 of 2: bf16 channels-last (measured: 1.32x the speed of fp32); "
+                                                "1 of 2: fp32 (measured: no other 1.1x faster; the best 1.02x)")
+    assert describe_inference([InferenceChoice("bf16", True, {}, {}, "set")] * 2) == "bf16 channels-last (set)"

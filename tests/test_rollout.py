@@ -14,8 +14,9 @@ from rlscale.config import build_config
 from rlscale.env import VectorEnv, probe_spec
 from rlscale.errors import ActorFailures
 from rlscale.nets import build_network
+from rlscale.precision import INFERENCE_CANDIDATES, inference_label
 from rlscale.ray_pool import RayPool
-from rlscale.rollout import Batch, SerialPool, flat_weights
+from rlscale.rollout import Batch, RolloutWorker, SerialPool, flat_weights, load_flat_weights
 
 
 def cartpole(**overrides):
@@ -53,6 +54,64 @@ def test_serial_and_actor_pools_give_the_same_layout(ray_instance):
     finally:
         serial.close()
         actors.close()
+
+
+def test_flat_weights_load_into_a_channels_last_model_and_keep_its_layout():
+    spec = probe_spec(build_config("minatar-breakout", None, {}).env)
+    torch.manual_seed(0)
+    source = build_network(spec, "auto", 64)
+    target = build_network(spec, "auto", 64).to(memory_format=torch.channels_last)
+    load_flat_weights(target, flat_weights(source))
+    for (name, a), b in zip(source.named_parameters(), target.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+        if b.dim() == 4:
+            assert b.is_contiguous(memory_format=torch.channels_last), name
+    with pytest.raises(ValueError, match="weights for a model of"):
+        load_flat_weights(target, flat_weights(source)[:-1])
+
+
+@pytest.mark.parametrize("precision, channels_last", [("bf16", True), ("fp32", True), ("bf16", False)])
+def test_an_actor_in_bf16_or_channels_last_acts_like_one_in_fp32(precision, channels_last):
+    """Same weights and seed: the logged log-probabilities and values agree within bf16 rounding."""
+    def worker(**run):
+        cfg = build_config("minatar-breakout", None, {"n_envs": 8, "warmup_max_steps": 0, **run})
+        w = RolloutWorker(cfg, probe_spec(cfg.env), seed=3, inference_rows=8)
+        w.add_vector_env(list(range(4)), seed=11)
+        w.add_vector_env(list(range(4, 8)), seed=12)
+        return w
+
+    spec, weights = weights_for(build_config("minatar-breakout", None, {}))
+    fp32 = worker(actor_precision="fp32")
+    other = worker(actor_precision=precision, actor_channels_last=channels_last)
+    try:
+        assert (other.inference.precision, other.inference.channels_last) == (precision, channels_last)
+        a = fp32.rollout(weights, 1)  # one step: the same observations in both
+        b = other.rollout(weights, 1)
+        np.testing.assert_array_equal(a.obs, b.obs)
+        tolerance = 1e-5 if precision == "fp32" else 0.05
+        np.testing.assert_allclose(b.values, a.values, rtol=tolerance, atol=tolerance)
+        np.testing.assert_allclose(np.exp(b.logprobs), np.exp(a.logprobs), atol=tolerance)
+        conv = next(p for p in other.policy.parameters() if p.dim() == 4)
+        assert conv.is_contiguous(memory_format=torch.channels_last) == channels_last
+    finally:
+        fp32.close()
+        other.close()
+
+
+def test_each_actor_times_its_inference_at_start_up(ray_instance):
+    cfg = build_config("minatar-breakout", None, {"n_envs": 8, "n_actors": 2, "warmup_max_steps": 0,
+                                                  "actor_precision": "auto"})
+    pool = RayPool(cfg, probe_spec(cfg.env))
+    try:
+        assert pool.inference_rows == 4
+        choices = pool.inference()
+        assert len(choices) == 2
+        labels = {inference_label(*c) for c in INFERENCE_CANDIDATES}
+        for choice in choices:
+            assert set(choice.seconds) == labels and choice.label in labels
+        assert "measured" in pool.describe_inference()
+    finally:
+        pool.close()
 
 
 def test_a_rollout_in_flight_runs_with_the_weights_it_started_with(ray_instance):

@@ -51,6 +51,15 @@ def test_study_cells_group_variants_and_count_unreached_seeds():
     assert auto.walls.count(math.inf) == 2
 
 
+def test_variants_keep_forced_bf16_apart():
+    """bf16 can change learning: runs with the learner or the actors forced to it are their own variants."""
+    plain, learner, actors = (record(f"r{i}", "fixed", 8, 5_000, 0.01) for i in range(3))
+    learner.cfg.run.learner_precision = "bf16"
+    actors.cfg.run.actor_precision = "bf16"
+    assert [variant_of(r) for r in (plain, learner, actors)] == [
+        "fixed 40 lr 0.0007", "fixed 40 lr 0.0007 bf16", "fixed 40 lr 0.0007 actors bf16"]
+
+
 def test_ceiling_of_batch_control_from_the_fixed_runs_cost_and_noise_scale():
     """Fixed runs at 40 and 160 observations timed at a + b*B (a = 10 ms, b = 0.5 ms): the study's
     cost model is that line, and with a constant B_simple of 400 the ceiling over a fixed batch B

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rlscale.goals import GoalForecast, GoalWindow, first_crossing, smoothed_returns
-from rlscale.sweep import trial_state
+from rlscale.sweep import Trial, trial_config, trial_state
 from tests.conftest import run_command
 from tests.test_cli import assert_one_line_error
 
@@ -107,6 +107,8 @@ def test_sweep_and_pareto_bad_input(sweep_dir, tmp_path):
         (["rlscale.pareto", str(empty)], ["no run directories"]),
         (["rlscale.pareto", str(sweep_dir), "--goals", "100000"], ["no run reached any goal"]),
         (["rlscale.sweep", "cartpole", "--batch-sizes", "7"], ["batch size 7 is not a whole number"]),
+        (["rlscale.sweep", "cartpole", "--auto-from", "7"], ["batch size 7 is not a whole number"]),
+        (["rlscale.sweep", "cartpole", "--auto-from", "0"], ["must be positive"]),
         (["rlscale.sweep", "cartpole", "--batch-sizes", "10", "--lr", "0.1"], ["set per trial"]),
         (["rlscale.sweep", "cartpole"], ["--batch-sizes"]),
         (["rlscale.sweep", "nonesuch", "--batch-sizes", "10"], ["unknown environment"]),
@@ -128,3 +130,14 @@ def test_goal_forecast_follows_a_rising_trend_only():
     for step in range(10):
         falling.add(step, -step)
     assert falling.expected_step(0) is None
+
+
+def test_auto_trials_start_at_their_batch_with_the_presets_bounds(tmp_path):
+    """--auto starts at the preset's batch, --auto-from at the given ones; fixed trials stay fixed."""
+    auto = trial_config("minatar-breakout", None, {}, Trial(320, 1e-2, 0, "auto"), tmp_path / "a")
+    assert (auto.control.batch, auto.env.n_envs, auto.control.max_envs) == ("auto", 64, 256)
+    assert auto.env.vector_size == 4 and auto.run.serial and auto.run.actor_precision == "fp32"
+    preset = trial_config("minatar-breakout", None, {}, Trial(80, 1e-2, 0, "auto"), tmp_path / "b")
+    assert preset.env.n_envs == 16
+    fixed = trial_config("minatar-breakout", None, {}, Trial(320, 1e-2, 0), tmp_path / "c")
+    assert (fixed.control.batch, fixed.env.n_envs, fixed.control.min_envs) == ("fixed", 64, 64)
