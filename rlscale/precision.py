@@ -21,9 +21,14 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
 
 import torch
+
+K = TypeVar("K")
 
 # bf16 keeps 8 bits of mantissa (~0.4% per rounding); a network's gradient
 # accumulates a few percent at most. Beyond this something is wrong: keep fp32.
@@ -82,15 +87,24 @@ def _gradient(model: torch.nn.Module, obs: torch.Tensor, weights: tuple[torch.Te
     return torch.cat([p.grad.detach().flatten() for p in model.parameters() if p.grad is not None])
 
 
-def _seconds(model: torch.nn.Module, obs: torch.Tensor, weights: tuple[torch.Tensor, torch.Tensor],
-             bf16: bool) -> float:
-    if obs.device.type == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    _pass(model, obs, weights, bf16)
-    if obs.device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
+def _fastest(passes: dict[K, Callable[[], object]], repeats: int, device: torch.device) -> dict[K, float]:
+    """The fastest of ``repeats`` timings of each pass, the passes alternating.
+
+    Alternating, so a slow moment of the machine hits all of them; the fastest of
+    each, because a pass is slowed only by what else runs on the machine, so the
+    minimum is the least-disturbed reading (a median still tipped under load).
+    """
+    times: dict[K, list[float]] = {key: [] for key in passes}
+    for _ in range(repeats):
+        for key, run in passes.items():
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            run()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            times[key].append(time.perf_counter() - start)
+    return {key: min(t) for key, t in times.items()}
 
 
 def choose_precision(model: torch.nn.Module, obs: torch.Tensor, channels_last: bool = True,
@@ -115,13 +129,9 @@ def choose_precision(model: torch.nn.Module, obs: torch.Tensor, channels_last: b
     reference = _gradient(model, obs, weights, bf16=False)
     error = float((_gradient(model, obs, weights, bf16=True) - reference).norm()
                   / reference.norm().clamp_min(1e-30))
-    times: dict[bool, list[float]] = {False: [], True: []}
-    for _ in range(repeats):  # alternating, so a slow moment of the machine hits both
-        for bf16 in (False, True):
-            times[bf16].append(_seconds(model, obs, weights, bf16))
-    # The fastest of each: a pass is slowed only by what else runs on the machine, so the
-    # minimum is the least-disturbed reading (a median still tipped under load).
-    fp32, bf16 = min(times[False]), min(times[True])
+    seconds = _fastest({bf16: partial(_pass, model, obs, weights, bf16) for bf16 in (False, True)},
+                       repeats, obs.device)
+    fp32, bf16 = seconds[False], seconds[True]
     return PrecisionChoice(pick(fp32, bf16, error), fp32, bf16, error)
 
 
@@ -202,8 +212,7 @@ def choose_inference(model: torch.nn.Module, obs: torch.Tensor, repeats: int = 9
     """fp32 or bf16, NCHW or channels-last, for forward passes of ``model`` on batches like ``obs``.
 
     Runs on copies (the model is left as it is) in this process's torch
-    threads; each candidate is timed ``repeats`` times, alternating, and its
-    fastest pass counts (see ``choose_precision``).
+    threads; each candidate is timed ``repeats`` times (``_fastest``).
     """
     if not has_convolutions(model):
         return InferenceChoice("fp32", False, {}, {}, "not measured: no convolutions")
@@ -215,13 +224,7 @@ def choose_inference(model: torch.nn.Module, obs: torch.Tensor, repeats: int = 9
 
     reference = run(INFERENCE_CANDIDATES[0])
     errors = {inference_label(*c): _relative_error(run(c), reference) for c in INFERENCE_CANDIDATES}
-    times: dict[str, list[float]] = {inference_label(*c): [] for c in INFERENCE_CANDIDATES}
-    for _ in range(repeats):
-        for c in INFERENCE_CANDIDATES:
-            start = time.perf_counter()
-            run(c)
-            times[inference_label(*c)].append(time.perf_counter() - start)
-    seconds = {label: min(t) for label, t in times.items()}
+    seconds = _fastest({inference_label(*c): partial(run, c) for c in INFERENCE_CANDIDATES}, repeats, obs.device)
     precision, channels_last = pick_inference(seconds, errors)
     return InferenceChoice(precision, channels_last, seconds, errors)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,7 +56,11 @@ def load_flat_weights(model: torch.nn.Module, weights: np.ndarray) -> None:
     size = sum(p.numel() for p in params)
     if weights.size != size:
         raise ValueError(f"{weights.size} weights for a model of {size} parameters")
-    flat = torch.from_numpy(weights.copy())
+    with warnings.catch_warnings():
+        # Ray hands the vector over read-only and torch warns about that; it is only read
+        # here (copied into the parameters), so no copy of the whole vector is needed first.
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        flat = torch.from_numpy(weights)
     offset = 0
     for p in params:
         p.copy_(flat[offset:offset + p.numel()].view(p.shape))
