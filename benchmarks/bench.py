@@ -44,12 +44,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from rlscale.agents.optim import RMSpropTF
 from rlscale.config import build_config
-from rlscale.engine import NativeEngine
-from rlscale.env import probe_spec
-from rlscale.nets import build_network
-from rlscale.optim import RMSpropTF
-from rlscale.ray_pool import RayPool
+from rlscale.distributed.ray_pool import RayPool
+from rlscale.envs.vector import probe_spec
+from rlscale.models.nets import build_network
+from rlscale.training.engine import NativeEngine
 
 
 @dataclass(frozen=True)

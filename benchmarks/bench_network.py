@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 from benchtiming import interleaved_medians
 
-from rlscale.env import EnvSpec
-from rlscale.nets import build_network
+from rlscale.envs.vector import EnvSpec
+from rlscale.models.nets import build_network
 
 PONG = EnvSpec((4, 84, 84), "uint8", 6, True)
 

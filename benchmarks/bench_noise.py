@@ -8,7 +8,8 @@ batch each, the learner variants run interleaved round-robin so that machine
 noise hits them alike: measurement off (forward/backward passes of about 128
 rows, the default on CPU, or one pass over the whole batch), total only (k = 4
 group gradients, every update), total + policy/value parts (one extra backward
-pass), each measured both ways (the groups of a pass measured together, the
+pass), total + B_P and B_noise on every update (their extra passes; the
+runs measure them every --curvature-every batches), each measured both ways (the groups of a pass measured together, the
 shared-pass route; or one pass per group), "off" and "total" with the
 convolutions in contiguous layout instead of channels-last, and with the
 network in bf16 autocast (slow on CPUs without bf16 units; leave it out with
@@ -29,17 +30,19 @@ import functools
 import torch
 from benchtiming import interleaved_medians
 
-import rlscale.gradients
-from rlscale.a2c import A2CLearner
+import rlscale.agents.gradients
+from rlscale.agents.a2c import A2CLearner
 from rlscale.config import build_config
-from rlscale.env import probe_spec
-from rlscale.nets import build_network
-from rlscale.rollout import SerialPool, flat_weights
+from rlscale.envs.vector import probe_spec
+from rlscale.models.nets import build_network
+from rlscale.rollout.worker import SerialPool, flat_weights
 
 SHARED_PASS = "shared_pass"  # a field of the learner's gradient route, not a config field
 ALWAYS_GRAM = "always_gram"  # Gram-matrix norms whatever the size (not a config field either)
 VARIANTS = {
     "off": {"measure_noise": False},
+    # B_P and B_noise (rlscale/agents/curvature.py) on every update; elsewhere they are off here.
+    "total + metrics": {"measure_noise": True, "noise_parts_every": 0, "curvature_every": 1},
     # The whole batch in one forward/backward pass instead of passes of ~128 rows.
     "off, one pass": {"measure_noise": False, "learner_chunk_rows": 1_000_000},
     # The convolutions in plain contiguous (NCHW) layout instead of channels-last.
@@ -109,7 +112,8 @@ def main() -> None:
         for name, overrides in VARIANTS.items():
             if (args.no_bf16 and "bf16" in name) or (args.only and name not in args.only and name != "off"):
                 continue
-            config = {k: v for k, v in overrides.items() if k not in (SHARED_PASS, ALWAYS_GRAM)}
+            config = {"measure_curvature": "metrics" in name,
+                      **{k: v for k, v in overrides.items() if k not in (SHARED_PASS, ALWAYS_GRAM)}}
             torch.manual_seed(1)  # the same weights for every variant
             learner = A2CLearner(build_network(spec, "auto", 64),
                                  build_config("pong", "a2c", {"n_envs": n_envs, **config}))
@@ -128,12 +132,12 @@ def run_update(learner: A2CLearner, batch) -> None:
 
 def gram_always(learner: A2CLearner, batch) -> None:
     """The update with the size rule of the Gram route switched off for its duration."""
-    real = rlscale.gradients.gram_is_cheaper
-    rlscale.gradients.gram_is_cheaper = lambda *_: True
+    real = rlscale.agents.gradients.gram_is_cheaper
+    rlscale.agents.gradients.gram_is_cheaper = lambda *_: True
     try:
         learner.update(batch)
     finally:
-        rlscale.gradients.gram_is_cheaper = real
+        rlscale.agents.gradients.gram_is_cheaper = real
 
 
 if __name__ == "__main__":

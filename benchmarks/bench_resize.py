@@ -23,10 +23,10 @@ import statistics
 import time
 
 from rlscale.config import build_config
-from rlscale.env import probe_spec
-from rlscale.nets import build_network
-from rlscale.ray_pool import RayPool
-from rlscale.rollout import flat_weights
+from rlscale.distributed.ray_pool import RayPool
+from rlscale.envs.vector import probe_spec
+from rlscale.models.nets import build_network
+from rlscale.rollout.worker import flat_weights
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""The policy/value split's cadence at a trained, fixed policy (issue 19, docs/performance.md).
+"""The policy/value split's cadence at a trained, fixed policy (issue 19, docs/notebook/performance.md).
 
     python benchmarks/parts_cadence.py run TRAINED_RUN EVERY SEED OUT_DIR
     python benchmarks/parts_cadence.py report DIR
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from rlscale import trainer
 from rlscale.config import build_config
-from rlscale.evaluate import load_agent
-from rlscale.runs import load_runs
+from rlscale.reports.evaluate import load_agent
+from rlscale.reports.runs import load_runs
+from rlscale.training import trainer
 
 SETTLED = 40_000  # agent steps: two EMA horizons (20,000 observations each) after the start
 

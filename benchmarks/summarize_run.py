@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rlscale.events import read_scalars
 from rlscale.goals import rolling_mean
+from rlscale.reports.events import read_scalars
 
 
 def main() -> None:

@@ -22,6 +22,8 @@ from rlscale.goals import GOAL_WINDOW
 
 # Presets ship inside the package (package data), so any install finds them.
 PRESETS = Path(__file__).resolve().parent / "presets"
+# Optimizers whose step divides by a per-coordinate scale (the preconditioner B_P is measured in).
+PRECONDITIONED_OPTIMIZERS = ("rmsprop_tf", "rmsprop", "adam")
 ENV_PRESETS = PRESETS / "envs"
 AGENT_PRESETS = PRESETS / "agents"
 
@@ -58,7 +60,7 @@ class AgentConfig:
     ent_coef: float = opt(0.01, "entropy bonus coefficient")
     vf_coef: float = opt(0.5, "value loss coefficient")
     max_grad_norm: float = opt(0.5, "global gradient norm clip (0 = off)")
-    optimizer: str = opt("rmsprop_tf", "optimizer", ("rmsprop_tf", "rmsprop", "adam"))
+    optimizer: str = opt("rmsprop_tf", "optimizer", ("rmsprop_tf", "rmsprop", "adam", "sgd"))
     rms_alpha: float = opt(0.99, "RMSprop decay of the mean square")
     optim_eps: float = opt(1e-5, "optimizer epsilon")
     network: str = opt("auto", "policy network (auto: MinAtar's network for 10x10xC grids, the Nature CNN "
@@ -79,6 +81,12 @@ class NoiseConfig:
     noise_groups: int = opt(4, "k: groups of whole environments the batch gradient is split into")
     noise_horizon: float = opt(100_000, "EMA horizon of the noise estimates, in observations")
     noise_parts_every: int = opt(4, "measure the policy and value noise scales every this many updates (0 = never)")
+    measure_curvature: bool = opt(True, "measure the total loss's noise scale in the optimizer's metric (B_P) and "
+                                  "the Hessian's (B_noise, eq. 2.8), and eps_max, every --curvature-every batches")
+    # One measurement took 4.4x (640 observations) to 8.5x (80) the time of an unmeasured Pong A2C
+    # update (benchmarks/bench_noise.py): every 100th batch keeps it to a few percent.
+    curvature_every: int = opt(100, "batches between measurements of B_P and B_noise (each takes k forward "
+                               "and 2k backward passes over the k env groups: docs/noise-scale.md)")
 
 
 @dataclass
@@ -86,11 +94,13 @@ class ControlConfig:
     batch: str = opt("fixed", "batch-size controller (auto: the wall-time optimum of the measured cost model)",
                      ("fixed", "critical", "sqrt", "auto"))
     # total: measured every update at near-zero cost, and within 1.4x of the fitted
-    # B_crit on the CartPole study's well-determined goals (docs/results.md).
-    signal: str = opt("total", "noise scale the controller follows", tags.PARTS)
+    # B_crit on the CartPole study's well-determined goals (docs/notebook/results.md).
+    signal: str = opt("total", "noise scale the controller follows: B_simple of the total loss or of one part, "
+                      "or the total's in the optimizer's metric (precond: B_P) or the Hessian's (hessian: B_noise)",
+                      tags.SIGNALS)
     r: float = opt(1000.0, "sqrt mode: exchange rate r in examples per step (B = sqrt(r * B_simple))")
     # B_simple is the critical batch only where the Hessian is well conditioned; on the
-    # study tasks it read 1.2-18x above the fitted B_crit (docs/results.md).
+    # study tasks it read 1.2-18x above the fitted B_crit (docs/notebook/results.md).
     crit_ratio: float = opt(1.0, "B_simple / B_crit on this task (python -m rlscale.pareto measures it): the "
                             "adaptive modes target the signal divided by this")
     min_envs: int = opt(4, "fewest environments the controller may use")
@@ -103,12 +113,12 @@ class ControlConfig:
     max_resize_factor: float = opt(2.0, "largest factor one resize may change the batch by")
     cooldown: float = opt(50_000, "observations to train after a resize before the next one")
     # Off: the probe's batch was picked to time the cost model, not by the estimate;
-    # moving on at once measured as fast or faster on all three study tasks (docs/results.md).
+    # moving on at once measured as fast or faster on all three study tasks (docs/notebook/results.md).
     probe_cooldown: bool = opt(False, "auto: wait the cool-down after the probe resize too (default: move "
                                "toward B* as soon as the probe's batch is timed)")
     lr_rule: str = opt("auto", "learning rate on resize: none, noise ((1+Bn/B)^-alpha, eq. 2.6), or auto: noise "
                        "with --batch auto, none otherwise (noise measured faster from an untuned lr, slower "
-                       "from a tuned one: the MinAtar presets set none; docs/results.md)",
+                       "from a tuned one: the MinAtar presets set none; docs/notebook/results.md)",
                        ("auto", "none", "noise"))
     lr_alpha: float = opt(0.5, "alpha of the learning-rate rule (1 SGD, 0.5-1 Adam/RMSprop)")
 
@@ -139,7 +149,7 @@ class RunConfig:
     learner_device: str = opt("auto", "device of the learner (auto: cuda when this machine has one)",
                               ("auto", "cpu", "cuda"))
     channels_last: bool = opt(True, "learner convolutions in channels-last memory format "
-                              "(same numbers up to summation order; see docs/performance.md)")
+                              "(same numbers up to summation order; see docs/notebook/performance.md)")
     learner_precision: str = opt("auto", "learner forward/backward: fp32, bf16 autocast (fast on GPUs and CPUs "
                                  "with bf16 units; norms, losses and weights stay fp32), or auto: the faster of "
                                  "the two, timed at start-up (rlscale/precision.py)", ("auto", "fp32", "bf16"))
@@ -216,7 +226,7 @@ class Config:
             "frame_skip": e.frame_skip, "max_episode_frames": e.max_episode_frames,
             "n_steps": a.n_steps, "lr": a.lr, "n_epochs": a.n_epochs, "n_minibatches": a.n_minibatches,
             "clip_coef": a.clip_coef, "optim_eps": a.optim_eps, "mlp_hidden": a.mlp_hidden,
-            "noise_groups": n.noise_groups, "noise_horizon": n.noise_horizon,
+            "noise_groups": n.noise_groups, "noise_horizon": n.noise_horizon, "curvature_every": n.curvature_every,
             "r": c.r, "crit_ratio": c.crit_ratio, "min_envs": c.min_envs, "max_envs": c.max_envs,
             "n_actors": r.n_actors,
             "learners": r.learners,
@@ -284,7 +294,26 @@ class Config:
                 f"--noise-groups ({n.noise_groups}) exceeds the {fewest} environments the run may have; "
                 "lower --noise-groups or raise --n-envs/--min-envs"
             )
+        if c.signal in tags.METRICS:
+            self._check_metric_signal()
         return self
+
+    def _check_metric_signal(self) -> None:
+        """--signal precond/hessian needs what measures them: rlscale's own single learner."""
+        a, n, c, r = self.agent, self.noise, self.control, self.run
+        why = None
+        if c.signal == "precond" and a.optimizer not in PRECONDITIONED_OPTIMIZERS:
+            why = f"--optimizer {a.optimizer} has no preconditioner; use one of {', '.join(PRECONDITIONED_OPTIMIZERS)}"
+        elif not (n.measure_noise and n.measure_curvature):
+            why = "it is measured with --measure-noise and --measure-curvature on"
+        elif r.backend != "native":
+            why = "the RLlib backend measures B_simple only; drop --backend rllib"
+        elif r.learners > 1:
+            why = "data-parallel learners measure B_simple only; drop --learners"
+        elif n.noise_groups < 3:
+            why = "the Hessian's cross terms need --noise-groups of at least 3"
+        if why:
+            raise UserError(f"--signal {c.signal} cannot be followed here: {why}")
 
 
 def cli_flag(name: str) -> str:
@@ -412,7 +441,7 @@ def _sectioned(flat: dict[str, Any]) -> dict[str, dict[str, Any]]:
 # A config saved before one of these fields existed ran with the behaviour named by
 # the value here, which is not the field's default today.
 BEHAVIOUR_BEFORE_FIELD = {("control", "probe_cooldown"): True, ("control", "min_gain"): 0.0,
-                          ("run", "actor_precision"): "fp32"}
+                          ("run", "actor_precision"): "fp32", ("noise", "measure_curvature"): False}
 
 
 def _apply_saved(data: dict[str, Any], where: str) -> Config:

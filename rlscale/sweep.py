@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlscale.checkpoint import SUMMARY_FILE
 from rlscale.cli import Parser, writable_dir
 from rlscale.config import Config, add_config_flags, build_config, dumps_toml, parse_with_config
-from rlscale.env import check_env_id
+from rlscale.envs.vector import check_env_id
 from rlscale.errors import UserError, exits_cleanly
+from rlscale.training.checkpoint import SUMMARY_FILE
 
 SWEEP_FILE = "sweep.json"
 
@@ -97,8 +97,8 @@ def _run_trial(params: dict[str, Any], plans: dict[str, tuple[str, bool]]) -> No
     """The Ray Tune trainable: one training run, reporting its headline numbers."""
     from ray import tune
 
-    from rlscale import trainer
     from rlscale.config import loads_saved
+    from rlscale.training import trainer
 
     config_text, resume = plans[params["name"]]
     cfg = loads_saved(config_text, params["name"])
@@ -112,7 +112,7 @@ def run_sweep(env: str, agent: str | None, overrides: dict[str, Any], trials: li
     """Run the trials (each with its resolved config) that have not finished yet."""
     from ray import tune
 
-    from rlscale.ray_pool import ray_session
+    from rlscale.distributed.ray_pool import ray_runtime
 
     writable_dir(sweep_dir, "--sweep-dir")
     planned = [(trial, cfg, trial_state(Path(cfg.run.run_dir))) for trial, cfg in trials]
@@ -129,7 +129,7 @@ def run_sweep(env: str, agent: str | None, overrides: dict[str, Any], trials: li
     if not todo:
         print(f"nothing to do; analyse with: python -m rlscale.pareto {sweep_dir}")
         return 0
-    with ray_session(address):
+    with ray_runtime(address):
         plans = {t.name: (dumps_toml(cfg), state == "resumable") for t, cfg, state in todo}
         tuner = tune.Tuner(
             tune.with_resources(tune.with_parameters(_run_trial, plans=plans), {"cpu": 1}),

@@ -8,6 +8,10 @@ batch size and its control), ``perf/`` (time). Every scalar's step is agent step
 from __future__ import annotations
 
 PARTS = ("total", "policy", "value")  # the loss parts the noise scale is measured for
+# The total loss's noise scale in other metrics (docs/noise-scale.md): the optimizer's
+# preconditioner P (B_P = tr(P Sigma) / G^T P G) and the Hessian H (B_noise, eq. 2.8).
+METRICS = ("precond", "hessian")
+SIGNALS = PARTS + METRICS  # what the controller can follow (--signal)
 
 EPISODE_RETURN = "rollout/episode_return"  # unclipped game score of one episode
 EPISODE_LENGTH = "rollout/episode_length"  # agent steps
@@ -36,6 +40,14 @@ def noise(quantity: str, part: str | None = None) -> str:
 
 B_SIMPLE = noise("b_simple")  # the controller's signal
 
+# Per metric: its noise scale, G^T M G and tr(M Sigma) (bias-corrected EMAs over the measured updates).
+METRIC_TAGS = {
+    "precond": ("noise/b_precond", "noise/gpg", "noise/trace_p_sigma"),
+    "hessian": ("noise/b_noise", "noise/ghg", "noise/trace_h_sigma"),
+}
+EPS_MAX = "noise/eps_max"  # |G|^2 / G^T H G (eq. 2.6): the largest useful SGD learning rate
+CURVATURE_SECONDS = "perf/curvature_seconds"  # the metrics' extra passes on a measured update
+
 N_ENVS = "batch/n_envs"  # environments, counting those still starting
 STARTING_ENVS = "batch/starting_envs"
 SIZE = "batch/size"  # observations this update trained on
@@ -48,7 +60,7 @@ PREDICTED_SPEEDUP = "batch/predicted_speedup"  # time per unit of progress at th
 STEPS_PER_S = "perf/steps_per_s"
 ROLLOUT_SECONDS = "perf/rollout_seconds"
 LEARNER_SECONDS = "perf/learner_seconds"
-WALL_SECONDS = "perf/wall_seconds"  # training time so far, summed over resumed sessions
+WALL_SECONDS = "perf/wall_seconds"  # training time so far, summed over the resumes of one run
 UPDATE_SECONDS = "perf/update_seconds"  # collection and learning of this update (what the cost model fits)
 OVERHEAD_SECONDS = "perf/overhead_seconds"  # a of T(B) = a + b*B
 SECONDS_PER_OBSERVATION = "perf/seconds_per_observation"  # b, per observation collected and trained on

@@ -1,7 +1,7 @@
 """``python -m rlscale.train <env>``: the command line of a training run.
 
 Resolves the config (presets, flags, or a resumed run's saved config) and
-hands it to ``rlscale.trainer``, which runs the one training loop.
+hands it to ``rlscale.training.trainer``, which runs the one training loop.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rlscale import trainer
-from rlscale.checkpoint import CONFIG_FILE
 from rlscale.cli import Parser
 from rlscale.config import (
     FIELDS,
@@ -27,8 +25,10 @@ from rlscale.config import (
     load_saved,
     parse_with_config,
 )
-from rlscale.env import check_env_id
+from rlscale.envs.vector import check_env_id
 from rlscale.errors import UserError, exits_cleanly
+from rlscale.training import trainer
+from rlscale.training.checkpoint import CONFIG_FILE
 
 
 def default_run_dir(cfg: Config) -> Path:

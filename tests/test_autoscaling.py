@@ -18,10 +18,10 @@ import ray
 from ray.cluster_utils import AutoscalingCluster
 
 from rlscale.config import build_config
-from rlscale.env import probe_spec
-from rlscale.nets import build_network
-from rlscale.ray_pool import RayPool
-from rlscale.rollout import flat_weights
+from rlscale.distributed.ray_pool import RayPool
+from rlscale.envs.vector import probe_spec
+from rlscale.models.nets import build_network
+from rlscale.rollout.worker import flat_weights
 
 
 class FakeMultiNodeCluster(AutoscalingCluster):

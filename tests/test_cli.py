@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import run_command
+from tests.conftest import run_command, run_in_process
 
 TRAIN = ["rlscale.train"]
 
@@ -33,9 +33,17 @@ def assert_one_line_error(result, *fragments: str) -> None:
     (["cartpole", "--address", "127.0.0.1:1"], ["cannot reach a Ray cluster at 127.0.0.1:1"]),
     (["cartpole", "--address", "nonsense"], ["--address must be auto or HOST:PORT"]),
     (["cartpole", "--serial", "--learner-device", "cuda"], ["torch sees no GPU"]),
+    (["cartpole", "--signal", "precond", "--optimizer", "sgd"],
+     ["--signal precond cannot be followed here", "--optimizer sgd has no preconditioner"]),
+    (["cartpole", "--signal", "hessian", "--no-measure-curvature"], ["--signal hessian cannot be followed here"]),
+    (["cartpole", "--signal", "hessian", "--learners", "2"], ["data-parallel learners measure B_simple only"]),
+    (["cartpole", "--curvature-every", "0"], ["--curvature-every must be positive"]),
+    (["cartpole", "--signal", "bsimple"], ["--signal", "invalid choice"]),
 ])
 def test_bad_input(args, fragments, tmp_path):
-    result = run_command([*TRAIN, *args, "--run-dir", str(tmp_path / "run")], timeout=60)
+    # The train command's main() with its arguments, in this process; the tests below run it as
+    # `python -m rlscale.train`, where the same errors must reach the user the same way.
+    result = run_in_process([*TRAIN, *args, "--run-dir", str(tmp_path / "run")])
     assert_one_line_error(result, *fragments)
 
 

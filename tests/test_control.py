@@ -7,7 +7,7 @@ import math
 import pytest
 
 from rlscale.config import ControlConfig
-from rlscale.control import BatchController, scaled_lr, target_batch
+from rlscale.control.controller import BatchController, scaled_lr, target_batch
 
 
 def controller(**kw) -> BatchController:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from rlscale.config import ControlConfig
-from rlscale.control import BatchController
-from rlscale.cost import (
+from rlscale.control.controller import BatchController
+from rlscale.control.cost import (
     CostModel,
     Fit,
     least_time_per_progress,
@@ -184,3 +184,20 @@ def test_auto_resizes_only_when_b_star_pays_at_least_min_gain():
     assert predicted_speedup(Fit(0.052, 0.00047), 160, 100) == pytest.approx(1.045, abs=1e-3)
     assert held.n_envs == 32 and "only 4.5% faster" in held.reason
     assert moved.n_envs == 20 and "= 105, 4% faster" in moved.reason  # 105 observations: 21 envs -> 20
+
+
+@pytest.mark.parametrize("x", [1.05, 1.5, 2.0, 3.0, 0.5])
+def test_the_bound_on_a_batch_off_b_star_is_reached_where_r_equals_b_crit(x):
+    """By brute force over r/B_crit: tau(x B*)/tau(B*) - 1 peaks at (sqrt(x) - 1/sqrt(x))^2 / 4, at r = B_crit."""
+    noise = 400.0
+    ratios = np.geomspace(1e-4, 1e4, 8001)  # r / B_crit
+    excess = []
+    for ratio in ratios:
+        fit = Fit(ratio * noise * 1e-3, 1e-3)  # r = a / b = ratio * B_crit
+        excess.append(time_per_progress(fit, x * optimal_batch(fit, noise), noise)
+                      / least_time_per_progress(fit, noise) - 1)
+    best = int(np.argmax(excess))
+    assert excess[best] == pytest.approx((math.sqrt(x) - 1 / math.sqrt(x)) ** 2 / 4, rel=1e-6)
+    assert ratios[best] == pytest.approx(1.0, rel=0.01)
+    if x == 1.05:
+        assert excess[best] == pytest.approx(0.000595, rel=1e-3)  # the docs' "5 % off B* costs 0.06 %"

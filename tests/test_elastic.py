@@ -16,9 +16,9 @@ import time
 import pytest
 
 from rlscale.config import build_config
-from rlscale.env import probe_spec
-from rlscale.ray_pool import RayPool
-from rlscale.rollout import Batch
+from rlscale.distributed.ray_pool import RayPool
+from rlscale.envs.vector import probe_spec
+from rlscale.rollout.worker import Batch
 
 
 def requested_cpus(ray) -> list[float]:  # noqa: ANN001 - the ray module of the fixture
@@ -49,8 +49,8 @@ def test_elastic_pool_follows_the_batch_and_asks_the_autoscaler_for_cpus(ray_ins
     spec = probe_spec(cfg.env)
     pool = RayPool(cfg, spec)
     try:
-        from rlscale.nets import build_network
-        from rlscale.rollout import flat_weights
+        from rlscale.models.nets import build_network
+        from rlscale.rollout.worker import flat_weights
 
         weights = flat_weights(build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden))
         assert len(pool.actors) == 1 and requested_cpus(ray_instance) == [1.0]
@@ -97,8 +97,8 @@ def test_an_elastic_pool_starts_without_the_actors_that_get_no_cpu(ray_instance)
     start = time.monotonic()
     pool = RayPool(cfg, spec)
     try:
-        from rlscale.nets import build_network
-        from rlscale.rollout import flat_weights
+        from rlscale.models.nets import build_network
+        from rlscale.rollout.worker import flat_weights
 
         assert time.monotonic() - start < 60  # it waited a bounded time for the third, then went on
         assert len(pool.actors) == 3 and requested_cpus(ray_instance) == [1.0, 1.0, 1.0]

@@ -12,10 +12,10 @@ import pytest
 from PIL import Image
 
 from rlscale.config import EnvConfig
-from rlscale.env import VectorEnv
-from rlscale.evaluate import evaluate, load_agent, quotas
-from rlscale.video import GifWriter, VideoWriter
-from tests.conftest import run_command
+from rlscale.envs.vector import VectorEnv
+from rlscale.reports.evaluate import evaluate, load_agent, quotas
+from rlscale.reports.video import GifWriter, VideoWriter
+from tests.conftest import run_command, run_in_process
 from tests.test_cli import assert_one_line_error
 
 GOALS = ["30", "60"]
@@ -185,8 +185,10 @@ def test_evaluate_and_compare_bad_input(trained_runs, tmp_path):
         (["rlscale.compare", str(empty)], ["no run directories"]),
         (["rlscale.compare", str(trained_runs[0]), "--out", str(tmp_path / "x.jpg")], ["must end in .png"]),
     ]
-    for args, fragments in cases:
-        assert_one_line_error(run_command(args, timeout=120), *fragments)
+    (first_args, first_fragments), *rest = cases
+    assert_one_line_error(run_command(first_args, timeout=120), *first_fragments)  # a real python -m
+    for args, fragments in rest:
+        assert_one_line_error(run_in_process(args), *fragments)
 
 
 def test_corrupt_checkpoint_is_one_line(trained_runs, tmp_path):

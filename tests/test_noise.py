@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pytest
 
-from rlscale.noise import NoiseMeter, NoiseSample, NoiseScaleEMA, estimate
+from rlscale.control.noise import NoiseMeter, NoiseSample, NoiseScaleEMA, estimate
 
 
 def true_noise_scale(r: np.ndarray, s: float) -> tuple[float, float]:

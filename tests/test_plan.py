@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from rlscale.cost import Fit, optimal_batch, predicted_speedup
-from rlscale.plan import stretches_of
-from rlscale.runs import load_run
-from rlscale.scaling import (
+from rlscale.control.cost import Fit, optimal_batch, predicted_speedup
+from rlscale.reports.plan import stretches_of
+from rlscale.reports.runs import load_run
+from rlscale.reports.scaling import (
     Cluster,
     MeasuredCost,
     Plan,
@@ -19,9 +19,8 @@ from rlscale.scaling import (
     last_paying,
     plan,
     replay,
-    steps_and_seconds,
 )
-from tests.conftest import run_command
+from tests.conftest import run_command, run_in_process
 from tests.test_cli import assert_one_line_error
 
 COST = MeasuredCost(overhead=0.05, per_observation=0.001, rollout_share=0.6, reference_cores=2)
@@ -73,10 +72,12 @@ def test_control_ceiling_of_one_stretch_is_the_predicted_speedup():
 def test_control_ceiling_weights_stretches_by_their_time():
     """Two stretches, one at B* and one off it: the ceiling is total time over total time at B*."""
     fit = Fit(0.05, 0.001)
-    on, off = Stretch(100, optimal_batch(fit, 320), 320), Stretch(50, 20, 320)
-    seconds = [steps_and_seconds(fit, s, s.batch, 1)[1] for s in (on, off)]
-    at_optimum = [seconds[0], steps_and_seconds(fit, off, optimal_batch(fit, 320), 1)[1]]
-    assert control_ceiling([on, off], fit, 1, 1) == pytest.approx(sum(seconds) / sum(at_optimum))
+    # By hand: B* = sqrt(0.05 * 320 / 0.001) = 126.491. "on" ran 100 steps at B*: 100 * (0.05 + 0.126491)
+    # = 17.6491 s either way. "off" ran 50 steps at 20: 3.5 s, i.e. 50 / (1 + 320/20) = 2.941176 units of
+    # progress, which at B* take 2.941176 * (1 + 320/126.491) = 10.38183 steps = 1.832301 s.
+    on, off = Stretch(100, 126.49110640673517, 320), Stretch(50, 20, 320)
+    assert control_ceiling([on, off], fit, 1, 1) == pytest.approx((17.649111 + 3.5) / (17.649111 + 1.832301),
+                                                                  rel=1e-6)  # 1.085605
 
 
 def test_batch_bounds_hold():
@@ -172,8 +173,8 @@ def test_plan_reads_b_crit_as_b_simple_over_the_crit_ratio(auto_run):
 
 def test_plan_bad_input(auto_run, tmp_path):
     fixed = tmp_path / "fixed"
-    trained = run_command(["rlscale.train", "cartpole", "--serial", "--n-envs", "4", "--total-frames", "2000",
-                           "--run-dir", str(fixed)], timeout=120)
+    trained = run_in_process(["rlscale.train", "cartpole", "--serial", "--n-envs", "4", "--total-frames", "2000",
+                              "--run-dir", str(fixed)])
     assert trained.returncode == 0, trained.stderr
     cases = [
         (["rlscale.plan", str(fixed)], ["has no measured cost model", "--cost RUN_DIR", "--overhead SECONDS"]),
@@ -184,5 +185,7 @@ def test_plan_bad_input(auto_run, tmp_path):
         (["rlscale.plan", str(auto_run), "--overhead", "1000"], ["is not below the run's median update time"]),
         (["rlscale.plan", str(auto_run), "--out", str(tmp_path / "x.jpg")], ["must end in .png"]),
     ]
-    for args, fragments in cases:
-        assert_one_line_error(run_command(args, timeout=120), *fragments)
+    (first_args, first_fragments), *rest = cases
+    assert_one_line_error(run_command(first_args, timeout=120), *first_fragments)  # a real python -m
+    for args, fragments in rest:
+        assert_one_line_error(run_in_process(args), *fragments)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlscale.events import break_gaps
 from rlscale.goals import rolling_mean
-from rlscale.plot import main as plot_main
+from rlscale.reports.events import break_gaps
+from rlscale.reports.plot import main as plot_main
 from rlscale.train import main as train_main
 
 

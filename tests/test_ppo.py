@@ -9,13 +9,17 @@ import numpy as np
 import pytest
 import torch
 
+from rlscale.agents.ppo import PPOLearner, gae_advantages
 from rlscale.config import build_config
-from rlscale.nets import build_network
-from rlscale.ppo import PPOLearner, gae_advantages
-from rlscale.rollout import Batch, flat_weights
+from rlscale.models.nets import build_network
+from rlscale.rollout.worker import Batch, flat_weights
 from rlscale.train import main
+from tests.floats import largest, sum_tolerance
 from tests.test_learner import SPECS, random_batch
 from tests.test_train import scalars
+
+# In-process runs share the module's embedded Ray (conftest.ray_instance) instead of starting their own.
+pytestmark = pytest.mark.usefixtures("ray_instance")
 
 
 def test_gae_by_hand_with_termination_and_truncation():
@@ -47,13 +51,15 @@ def test_ppo_update_with_measurement_equals_update_without():
     batch = random_batch(spec, 16, 8)
     batch.logprobs[:] = np.log(0.5)
     params = []
+    start = torch.from_numpy(flat_weights(model))
     for measure in (False, True):
-        learner = PPOLearner(copy.deepcopy(model), ppo_config(measure_noise=measure, noise_parts_every=1))
+        learner = PPOLearner(copy.deepcopy(model), ppo_config(measure_noise=measure, noise_parts_every=1,
+                                                              optimizer="rmsprop_tf"))  # tests/floats.py
         metrics = learner.update(batch)
         params.append(torch.from_numpy(flat_weights(learner.model)))
         assert learner.updates == 16  # 4 epochs x 4 minibatches
         assert {"train/approx_kl", "train/clipfrac", "train/explained_variance"} <= set(metrics)
-    assert torch.allclose(params[0], params[1], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(params[1], params[0], **sum_tolerance(16 * 8 // 4, largest(params[0] - start)))
 
 
 def test_ppo_measures_only_the_first_epoch():
@@ -70,10 +76,10 @@ def test_ppo_measures_only_the_first_epoch():
 def test_ppo_learns_cartpole(tmp_path):
     """Mean return >= 450 over the last 20 episodes within 300k agent steps."""
     run_dir = tmp_path / "ppo"
-    # CleanRL ppo.py's classic-control settings: 4 envs, clip 0.2, entropy 0.01
-    # (measured here: 457.6 at 134,656 agent steps).
+    # CleanRL ppo.py's classic-control settings (4 envs, clip 0.2, entropy 0.01) but lr 1e-3, 4x
+    # CleanRL's: 450 at 62,976 and 87,040 agent steps for seeds 0 and 1 (134,656 at 2.5e-4).
     code = main(["cartpole", "--agent", "ppo", "--serial", "--n-envs", "4", "--vector-size", "2",
-                 "--clip-coef", "0.2", "--ent-coef", "0.01", "--total-frames", "300000",
+                 "--clip-coef", "0.2", "--ent-coef", "0.01", "--lr", "1e-3", "--total-frames", "300000",
                  "--stop-return", "450", "--log-interval", "30", "--run-dir", str(run_dir)])
     assert code == 0
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -103,7 +109,7 @@ def test_ppo_bad_numbers(bad, tmp_path, capsys):
 
 def test_ppo_checkpoints_when_its_update_count_passes_each_multiple(tmp_path):
     """16 optimizer steps per batch never land on a multiple of 20 except every 5th batch; every pass counts."""
-    from rlscale.checkpoint import list_checkpoints
+    from rlscale.training.checkpoint import list_checkpoints
 
     run_dir = tmp_path / "ppo-ckpt"
     code = main(["cartpole", "--agent", "ppo", "--serial", "--n-envs", "4", "--vector-size", "2",

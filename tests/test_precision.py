@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from rlscale.env import EnvSpec, sample_observations
-from rlscale.nets import build_network
-from rlscale.precision import (
+from rlscale.envs.vector import EnvSpec, sample_observations
+from rlscale.models.nets import build_network
+from rlscale.models.precision import (
     INFERENCE_CANDIDATES,
     MIN_SPEEDUP,
     TOLERANCE,

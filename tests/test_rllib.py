@@ -8,11 +8,12 @@ import json
 import numpy as np
 import pytest
 
-from rlscale.checkpoint import list_checkpoints
 from rlscale.config import build_config
 from rlscale.errors import UserError
 from rlscale.integrations import rllib as integration
+from rlscale.training.checkpoint import list_checkpoints
 from tests.conftest import interrupt_when, run_command, train_subprocess
+from tests.floats import largest, sum_tolerance
 
 try:
     integration.check_rllib_version()
@@ -77,8 +78,10 @@ def test_grouped_gradient_equals_stock_ppo_gradient_on_the_same_batch():
                                        timesteps={"num_env_steps_sampled_lifetime": 512})
     (grouped,), (stock,) = applied["grouped"], applied["stock"]
     assert [g.shape for g in grouped] == [g.shape for g in stock]
+    # Group-weighted sums against one pass over the 512 rows: rounding only.
+    tolerance = sum_tolerance(512, largest(stock))
     for mine, theirs in zip(grouped, stock, strict=True):
-        np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-4, atol=1e-7)
+        np.testing.assert_allclose(mine.numpy(), theirs.numpy(), **tolerance)
     samples = results["grouped"]["rlscale"]["noise_grad_sq"].peek()
     assert len(samples) == 1 and np.isfinite(samples[0])  # the grouped path ran and measured
     assert "rlscale" not in results["stock"]

@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from rlscale.config import build_config
-from rlscale.env import VectorEnv, probe_spec
+from rlscale.distributed.ray_pool import RayPool
+from rlscale.envs.vector import VectorEnv, probe_spec
 from rlscale.errors import ActorFailures
-from rlscale.nets import build_network
-from rlscale.precision import INFERENCE_CANDIDATES, inference_label
-from rlscale.ray_pool import RayPool
-from rlscale.rollout import Batch, RolloutWorker, SerialPool, flat_weights, load_flat_weights
+from rlscale.models.nets import build_network
+from rlscale.models.precision import INFERENCE_CANDIDATES, inference_label
+from rlscale.rollout.worker import Batch, RolloutWorker, SerialPool, flat_weights, load_flat_weights
 
 
 def cartpole(**overrides):

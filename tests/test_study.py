@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from rlscale.config import build_config
-from rlscale.cost import Fit, predicted_speedup
-from rlscale.runs import RunRecord
-from rlscale.study import cells, fixed_runs_cost, median_interval, run_ceiling, variant_of
+from rlscale.control.cost import Fit, predicted_speedup
+from rlscale.reports.runs import RunRecord
+from rlscale.reports.study import cells, fixed_runs_cost, median_interval, run_ceiling, variant_of
 
 
 def record(name: str, batch: str, n_envs: int, reach_at: float | None, seconds_per_step: float,
@@ -78,8 +78,42 @@ def test_ceiling_of_batch_control_from_the_fixed_runs_cost_and_noise_scale():
 
 
 def test_study_refuses_a_bad_crit_ratio_in_one_line(tmp_path, capsys):
-    from rlscale.study import main
+    from rlscale.reports.study import main
 
     assert main([str(tmp_path), "--crit-ratio", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--crit-ratio must be a positive number" in err[0]
+
+
+def test_mean_noise_scale_weights_each_value_by_its_progress():
+    """Appendix D: each logged B_simple weighted by 1/(1 + B_simple/B); by hand for two values."""
+    run = record("r", "fixed", 16, None, 0.01)  # optimizer batch 80
+    steps = np.array([100.0, 200.0])
+    run.scalars["noise/b_simple"] = (steps, np.array([80.0, 720.0]))
+    # weights 1/(1 + 1) = 0.5 and 1/(1 + 9) = 0.1: (0.5 * 80 + 0.1 * 720) / 0.6 = 186.667
+    assert run.mean_noise_scale() == pytest.approx(112.0 / 0.6)
+    assert run.mean_noise_scale(until=150.0) == pytest.approx(80.0)
+    assert run.mean_noise_scale(until=50.0) is None
+
+
+def test_best_points_take_each_batch_size_at_its_fastest_learning_rate_reached_by_every_seed():
+    """Per batch size, the learning rate with the fewest steps among those all of whose seeds got there."""
+    from dataclasses import replace
+
+    from rlscale.reports.pareto import best_points
+
+    def at(lr: float, n_envs: int, reach_at: float | None) -> RunRecord:
+        run = record(f"b{n_envs}-lr{lr}", "fixed", n_envs, reach_at, 0.01)
+        run.cfg = replace(run.cfg, agent=replace(run.cfg.agent, lr=lr))
+        return run
+
+    runs = [at(1e-3, 16, 6_000), at(1e-3, 16, 9_000),      # batch 80: both seeds reach the goal
+            at(2e-3, 16, 3_000), at(2e-3, 16, None),       # faster, but a seed never got there
+            at(4e-3, 16, 8_000), at(4e-3, 16, 8_000),      # all reach, slower than 1e-3's geometric mean
+            at(1e-3, 32, 5_000), at(1e-3, 32, 5_000),      # batch 160: only 5e-4 ...
+            at(5e-4, 32, 4_000), at(5e-4, 32, 4_000)]      # ... is faster here
+    points = best_points(runs, 250.0)
+    assert [(p.batch, p.lr) for p in points] == [(80.0, 1e-3), (160.0, 5e-4)]
+    hits = [runs[0].goal(250.0), runs[1].goal(250.0)]
+    assert points[0].steps == pytest.approx(math.sqrt(hits[0].updates * hits[1].updates))  # geometric mean
+    assert points[0].examples == pytest.approx(math.sqrt(hits[0].examples * hits[1].examples))

@@ -12,10 +12,10 @@ sampling and the PPO update; this module adds what RLlib lacks:
   epoch's minibatches, one gradient per env group (a forward and backward pass
   per group) and applies their size-weighted mean, which is the minibatch
   gradient stock PPO applies (every PPO loss term is a masked mean over rows).
-  The group norms feed ``rlscale.noise.estimate``; later epochs reuse the data,
+  The group norms feed ``rlscale.control.noise.estimate``; later epochs reuse the data,
   are not fresh draws, and take RLlib's stock path.
 * **The engine.** ``RLlibEngine`` is what rlscale's one training loop
-  (``rlscale.trainer``) drives: an update is one ``algo.train()``, whose
+  (``rlscale.training.trainer``) drives: an update is one ``algo.train()``, whose
   noise samples feed a ``NoiseMeter`` and whose episodes go to the loop's
   goals; on the controller's resize it rebuilds every env runner's vector env
   with the new count and changes the train batch and minibatch sizes with it
@@ -40,11 +40,11 @@ import numpy as np
 
 from rlscale import tags
 from rlscale.config import Config
-from rlscale.engine import UpdateResult
+from rlscale.control.noise import NoiseMeter, NoiseSample, estimate
+from rlscale.distributed.ray_pool import init_ray
 from rlscale.errors import UserError
-from rlscale.noise import NoiseMeter, NoiseSample, estimate
-from rlscale.ray_pool import init_ray
-from rlscale.rollout import ResizeReport
+from rlscale.rollout.worker import ResizeReport
+from rlscale.training.engine import UpdateResult
 
 SUPPORTED_RLLIB = ((2, 60), (3, 0))  # [lowest tested, first unsupported)
 GROUP_COLUMN = "rlscale_env"  # batch column: global id of the environment that played the row
@@ -188,7 +188,7 @@ def rllib_classes() -> dict[str, type]:
             # contiguous stretches of a few episodes, and its env groups range from 1 row to
             # 100 rows of one stretch. The noise scale is measured on that epoch, and on such
             # groups its tr(Sigma) estimate came out negative on average (CartPole; "RLlib's
-            # first epoch" in docs/results.md). CleanRL shuffles before every epoch; so does this.
+            # first epoch" in docs/notebook/results.md). CleanRL shuffles before every epoch; so does this.
             if self.config.shuffle_batch_per_epoch:
                 for module_batch in batch.policy_batches.values():
                     module_batch.shuffle()
@@ -398,7 +398,7 @@ def _learner_metrics(result: dict) -> dict[str, float]:
 class RLlibEngine:
     """RLlib PPO as an rlscale engine: one ``algo.train()`` per update.
 
-    The caller (``rlscale.trainer``) has checked the RLlib version and the
+    The caller (``rlscale.training.trainer``) has checked the RLlib version and the
     settings before it created the run directory.
     """
 

@@ -1,0 +1,115 @@
+"""The total loss's noise scale in the optimizer's and the Hessian's metric (docs/noise-scale.md).
+
+B_simple = tr(Sigma)/|G|^2 measures the noise in the plain Euclidean metric. What sets
+a batch's value for an optimizer step is the metric the step moves in:
+
+* **B_P** = tr(P Sigma) / G^T P G, with P the diagonal preconditioner the optimizer
+  divides by (RMSprop's and Adam's 1/(sqrt(v) + eps), read from its state): the
+  same eq. A.2 on P-weighted squared norms of the env groups' gradients.
+* **B_noise** = tr(H Sigma) / G^T H G (eq. 2.8), H the Hessian of the loss. Each
+  group's gradient g_i is multiplied by the Hessian of the *next* group's loss
+  (a Hessian-vector product by double backward), so the matrix never shares rows
+  with the vector it multiplies: E[g_i^T H_k g_i] = G^T H G + tr(H Sigma)/b_i,
+  E[g_j^T H_k g_i] = G^T H G for three different groups (``noise.metric_estimate``).
+  The same G^T H G gives eps_max = |G|^2 / G^T H G (eq. 2.6).
+
+Cost per measured update (every ``--curvature-every`` batches), counted by
+``tests/test_metrics.py``: per env group one forward pass and one backward pass
+that keeps its graph, then one double backward (the Hessian-vector product):
+k forward and 2k backward passes over groups of B/k rows. On Pong's Nature CNN
+on a 2-core CPU that took 4.4x (640 observations) to 8.5x (80) the time of an
+unmeasured update (``benchmarks/bench_noise.py --only "total + metrics"``):
+double backward through convolutions is slow there, hence the sparse default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from rlscale.agents.gradients import RowsLoss
+from rlscale.control.noise import NoiseSample, estimate, metric_estimate
+
+
+@dataclass
+class MetricSamples:
+    """One measured update's unbiased estimates in each metric (None where the metric is not available)."""
+
+    precond: NoiseSample | None
+    hessian: NoiseSample | None
+
+
+def preconditioner(optimizer: torch.optim.Optimizer, params: Sequence[torch.nn.Parameter]) -> list[torch.Tensor] | None:
+    """The diagonal P of the optimizer's next step (step = -lr * P * g), from its state.
+
+    None for an optimizer without one (plain SGD) and before the first step, when
+    the state does not exist yet.
+    """
+    out = []
+    for p in params:
+        state = optimizer.state.get(p)
+        group = next(g for g in optimizer.param_groups if any(q is p for q in g["params"]))
+        if not state:
+            return None
+        eps = group["eps"]
+        if "exp_avg_sq" in state:  # Adam: the bias-corrected second moment, eps outside the root
+            step = float(state["step"])
+            v_hat = state["exp_avg_sq"] / (1.0 - group["betas"][1] ** step)
+            out.append(1.0 / (v_hat.sqrt() + eps))
+        elif "square_avg" in state and type(optimizer).__name__ == "RMSpropTF":  # eps inside the root
+            out.append(1.0 / (state["square_avg"] + eps).sqrt())
+        elif "square_avg" in state:  # torch's RMSprop: eps outside the root
+            out.append(1.0 / (state["square_avg"].sqrt() + eps))
+        else:
+            return None
+    return out
+
+
+def _flat(tensors: Sequence[torch.Tensor | None], like: Sequence[torch.nn.Parameter]) -> torch.Tensor:
+    return torch.cat([(torch.zeros_like(p) if t is None else t).reshape(-1) for t, p in zip(tensors, like, strict=True)])
+
+
+def metric_samples(params: Sequence[torch.nn.Parameter], loss: RowsLoss, groups: Sequence[np.ndarray],
+                   precond: list[torch.Tensor] | None, hessian: bool = True) -> MetricSamples:
+    """The env groups' gradients of the total loss, and from them each metric's estimates.
+
+    ``groups``: at least three sets of whole environments' rows (the Hessian's cross
+    terms need a third group). Leaves ``p.grad`` untouched.
+    """
+    if len(groups) < 3:
+        raise ValueError("the metrics need at least three env groups")
+    params = list(params)
+    sizes = [int(len(rows)) for rows in groups]
+    graphs, flats = [], []
+    for rows in groups:
+        policy, value, _ = loss(rows)
+        grads = torch.autograd.grad(policy + value, params, create_graph=hessian, allow_unused=True)
+        graphs.append(grads)
+        flats.append(_flat([None if g is None else g.detach() for g in grads], params).double())
+    total = float(sum(sizes))
+    big = sum(f * (b / total) for f, b in zip(flats, sizes, strict=True))
+
+    precond_sample = None
+    if precond is not None:
+        p = _flat(precond, params).double()
+        precond_sample = estimate([float((f * f * p).sum()) for f in flats], sizes, float((big * big * p).sum()))
+
+    hessian_sample = None
+    if hessian:
+        k = len(groups)
+        diagonal, cross = [0.0] * k, []
+        for h in range(k):  # the Hessian of group h's loss times the previous group's gradient
+            i = (h - 1) % k
+            vector = [None if g is None else g.detach() for g in graphs[i]]
+            dot = sum((g * v).sum() for g, v in zip(graphs[h], vector, strict=True)
+                      if g is not None and v is not None and g.requires_grad)
+            if not isinstance(dot, torch.Tensor):  # no parameter has a second derivative
+                return MetricSamples(precond_sample, None)
+            hv = _flat(torch.autograd.grad(dot, params, allow_unused=True), params).double()
+            diagonal[i] = float(flats[i] @ hv)
+            cross.extend(float(flats[j] @ hv) for j in range(k) if j not in (i, h))
+        hessian_sample = metric_estimate(sizes, diagonal, cross)
+    return MetricSamples(precond_sample, hessian_sample)

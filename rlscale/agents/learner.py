@@ -1,0 +1,192 @@
+"""What A2C and PPO learners share: device and precision, the optimizer, the guarded step.
+
+A learner's ``update(batch, lr)`` reads top to bottom: targets, the loss (a
+plain method over a set of batch rows), ``gradients.backward`` (the gradient
+in ``p.grad`` and, when measuring, the env groups' norms), the noise meter,
+then ``step`` (clip, optimizer step; skipped when not finite).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlscale import tags
+from rlscale.agents.curvature import metric_samples, preconditioner
+from rlscale.agents.data_parallel import DataParallel
+from rlscale.agents.gradients import GradientReport, GradientRoute, RowsLoss, backward, env_groups
+from rlscale.agents.optim import make_optimizer, set_lr
+from rlscale.config import Config
+from rlscale.control.noise import NoiseMeter
+from rlscale.errors import UserError
+from rlscale.models.precision import network_forward
+from rlscale.rollout.worker import Batch, flat_weights
+
+
+def resolve_device(name: str) -> torch.device:
+    """auto -> cuda when this process sees a GPU, else cpu."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UserError("--learner-device cuda, but torch sees no GPU here "
+                        f"(torch {torch.__version__}, CUDA build: {torch.version.cuda is not None}); "
+                        "use --learner-device cpu or run the driver on a GPU node")
+    return torch.device(name)
+
+
+class Learner:
+    """Holds the model, the optimizer and the noise meter; subclasses define the loss and update."""
+
+    def __init__(self, model: torch.nn.Module, cfg: Config, data_parallel: DataParallel | None = None) -> None:
+        self.cfg = cfg
+        # With data-parallel learners (ray_learners) each holds a share of the batch's
+        # environments and ``gradient`` all-reduces; None: this learner holds the whole batch.
+        self.data_parallel = data_parallel
+        # Convolutions ran faster with channels-last tensors on CPU (benchmarks/bench_network.py);
+        # the conversion happens before the optimizer sees the parameters.
+        convolutional = any(isinstance(m, torch.nn.Conv2d) for m in model.modules())
+        self.channels_last = cfg.run.channels_last and convolutional
+        self.model = model.to(memory_format=torch.channels_last) if self.channels_last else model
+        self.device = next(model.parameters()).device  # batches are moved here
+        # "auto" is resolved by timing before the learner is built (engine.NativeEngine,
+        # rlscale/precision.py); a learner built directly with "auto" runs fp32.
+        self.bf16 = cfg.run.learner_precision == "bf16"
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.route = GradientRoute.for_model(self.model, self.device, cfg.run.learner_chunk_rows)
+        a = cfg.agent
+        self.optimizer = make_optimizer(a.optimizer, self.params, a.lr, a.rms_alpha, a.optim_eps)
+        self.noise = NoiseMeter(cfg.noise.noise_horizon)
+        self.updates = 0  # optimizer steps taken
+        self.batches = 0  # update() calls, the cadence of the metrics' measurement
+        self.skipped_updates = 0
+        self.skipped_in_a_row = 0
+
+    # ------------------------------------------------------------------ the network
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits and values in fp32, the network run in the configured precision.
+
+        With bf16 autocast the convolutions and matmuls run in bfloat16 while the
+        parameters, their gradients, the losses and the noise-scale norms stay fp32.
+        """
+        return network_forward(self.model, obs, self.bf16, self.channels_last)
+
+    def rows(self, x: np.ndarray) -> torch.Tensor:
+        """A [n_steps, n_envs, ...] batch array as flat rows on the learner's device (row = step * n_envs + env)."""
+        return torch.from_numpy(np.ascontiguousarray(x)).to(self.device).flatten(0, 1)
+
+    def flat_weights(self) -> np.ndarray:
+        """The parameters as one float32 vector, for the rollout actors."""
+        return flat_weights(self.model)
+
+    def index(self, rows: np.ndarray) -> torch.Tensor:
+        """Row indices as a tensor on the learner's device."""
+        return torch.from_numpy(rows).to(self.device)
+
+    # ------------------------------------------------------------------ measuring
+
+    def env_group_rows(self, rows: np.ndarray, n_envs: int) -> list[np.ndarray]:
+        """``rows`` (flat row indices) split into the noise estimator's env groups (a row's env is row % n_envs)."""
+        return [rows[np.isin(rows % n_envs, cols)] for cols in env_groups(n_envs, self.cfg.noise.noise_groups)]
+
+    def measure_parts_now(self) -> bool:
+        every = self.cfg.noise.noise_parts_every
+        return (self.cfg.noise.measure_noise and every > 0 and self.updates % every == 0
+                and self.data_parallel is None)  # the free estimate of data-parallel learners has no parts
+
+    def own_rows(self, rows: np.ndarray) -> np.ndarray:
+        """This learner's rows among ``rows`` of the whole batch (all of them without data parallelism)."""
+        return rows if self.data_parallel is None else self.data_parallel.rows(rows)
+
+    def gradient(self, loss: RowsLoss, rows: np.ndarray, n_envs: int, measure: bool) -> GradientReport:
+        """The gradient of the mean loss over ``rows`` (of this learner's batch) in ``p.grad``, and its report.
+
+        One learner: ``rows`` split into the estimator's env groups when
+        measuring. Data-parallel learners: one plain pass over this learner's
+        rows, then the all-reduce, whose local and global norms are the noise
+        estimate (rlscale/data_parallel.py).
+        """
+        if self.data_parallel is None:
+            groups = self.env_group_rows(rows, n_envs) if measure else [rows]
+            return backward(self.model, self.route, loss, groups, measure=measure, parts=self.measure_parts_now())
+        local = backward(self.model, self.route, loss, [rows], measure=False, parts=False) if rows.size else None
+        return self.data_parallel.combine(self.params, local, measure)
+
+    def record_noise(self, grad: GradientReport, observations: float) -> dict[str, float]:
+        """Feed a finite gradient's group norms to the noise meter; ``observations``: fresh ones (0 on reuse)."""
+        if not grad.finite:
+            return {}
+        self.noise.observe(observations)
+        metrics: dict[str, float] = {}
+        for part, norms in grad.sq_norms.items():
+            if norms:
+                metrics.update(self.noise.record(part, norms, grad.sizes, grad.big_sq_norms[part]))
+        return metrics
+
+    def measure_metrics_now(self) -> bool:
+        """Whether this batch measures B_P and B_noise (every --curvature-every batches, one learner only)."""
+        n = self.cfg.noise
+        return (n.measure_noise and n.measure_curvature and self.batches % n.curvature_every == 0
+                and self.data_parallel is None and n.noise_groups >= 3)
+
+    def record_metrics(self, loss: RowsLoss, rows: np.ndarray, n_envs: int) -> dict[str, float]:
+        """B_P's and B_noise's samples for ``rows`` into the noise meter, after ``record_noise`` of the same step.
+
+        Separate passes (rlscale/agents/curvature.py), so ``p.grad`` keeps the update's gradient.
+        """
+        start = time.perf_counter()
+        samples = metric_samples(self.params, loss, self.env_group_rows(rows, n_envs),
+                                 preconditioner(self.optimizer, self.params))
+        for metric, sample in (("precond", samples.precond), ("hessian", samples.hessian)):
+            if sample is not None:
+                self.noise.record_sample(metric, sample)
+        return {tags.CURVATURE_SECONDS: time.perf_counter() - start}
+
+    # ------------------------------------------------------------------ the step
+
+    def step(self, grad: GradientReport, lr: float) -> dict[str, float]:
+        """Clip and take one optimizer step at ``lr`` — unless the gradient is not finite."""
+        metrics: dict[str, float] = {tags.loss_stat(k): v for k, v in grad.stats.items()}
+        metrics[tags.GRAD_NORM] = math.sqrt(grad.big_sq_norms["total"]) if grad.finite else math.nan
+        if not grad.finite:
+            # Never apply a non-finite step; the training loop decides when too many in a row is fatal.
+            self.optimizer.zero_grad(set_to_none=True)
+            self.skipped_updates += 1
+            self.skipped_in_a_row += 1
+            metrics[tags.SKIPPED_UPDATES] = float(self.skipped_updates)
+            return metrics
+        self.skipped_in_a_row = 0
+        if self.cfg.agent.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.params, self.cfg.agent.max_grad_norm)
+        set_lr(self.optimizer, lr)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.updates += 1
+        metrics[tags.SKIPPED_UPDATES] = float(self.skipped_updates)
+        return metrics
+
+    def update(self, batch: Batch, lr: float | None = None) -> dict[str, float]:
+        """One learner update on a batch at learning rate ``lr`` (None: the configured one)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ state
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "noise": self.noise.state_dict(),
+            "updates": self.updates,
+            "skipped_updates": self.skipped_updates,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.noise.load_state_dict(state["noise"])
+        self.updates = int(state["updates"])
+        self.skipped_updates = int(state["skipped_updates"])

@@ -1,0 +1,1 @@
+"""Measurement and control, pure math: the noise scale, the cost model, the batch controller."""

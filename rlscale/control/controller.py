@@ -1,0 +1,153 @@
+"""The batch-size controller (paper appendix D): pure logic, no Ray, no I/O.
+
+Every update it reads the measured noise scale and decides the number of
+environments and the learning rate. The batch it compares with the target is
+the optimizer's: n_envs x n_steps observations for A2C, that divided by the
+number of minibatches for PPO.
+
+* fixed:    never resize.
+* critical: target batch = B_crit (train at the critical batch size).
+* sqrt:     target batch = sqrt(r * B_crit) (eq. D.6), r in examples per step.
+* auto:     target batch = B* = sqrt((a/b) * B_crit), the wall-time optimum of the
+            measured cost model T(B) = a + b*B (``rlscale.control.cost``, DESIGN §3b). Until
+            the model is identified (two batch sizes timed), one probe resize by the
+            largest allowed factor gives it a second size. It resizes only when the
+            model predicts B* at least ``min_gain`` faster per unit of progress than the
+            current batch: near B* the time is flat and a resize is not free.
+
+B_crit is read as B_simple / crit_ratio: 1 where the theory's B_simple ~ B_crit
+holds; a task's measured ratio (``rlscale.reports.pareto``) otherwise. The learning-rate
+rule keeps the measured B_simple, the quantity its alpha was measured with.
+
+A resize happens only when the target leaves a hysteresis band around the
+current batch, changes the batch by at most a bounded factor, waits for a
+cool-down (observations trained since the last resize, so the estimate
+reflects the current batch) and respects [min_envs, max_envs]. A missing or
+non-finite estimate means hold.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlscale.config import ControlConfig
+from rlscale.control.cost import CostModel, optimal_batch, predicted_speedup
+
+
+@dataclass(frozen=True)
+class Decision:
+    n_envs: int  # environments for the next update (the current count when holding)
+    lr: float  # learning rate for the next update
+    target_batch: float | None  # observations the mode asks for, None without an estimate
+    reason: str  # why it resized or held, for the console
+
+
+def scaled_lr(lr: float, noise_scale: float, batch_before: float, batch_after: float,
+              alpha: float) -> float:
+    """Eq. 2.6 / A.3: lr(B) ~ (1 + Bn/B)^-alpha, so lr1 = lr0 * ((1+Bn/B0)/(1+Bn/B1))^alpha."""
+    return lr * ((1.0 + noise_scale / batch_before) / (1.0 + noise_scale / batch_after)) ** alpha
+
+
+def target_batch(mode: str, noise_scale: float, r: float) -> float:
+    if mode == "critical":
+        return noise_scale
+    if mode == "sqrt":
+        return math.sqrt(r * noise_scale)
+    raise ValueError(f"mode {mode} has no target")
+
+
+@dataclass
+class BatchController:
+    cfg: ControlConfig
+    # Observations one environment adds to one optimizer step: n_steps for A2C,
+    # n_steps / n_minibatches for PPO (the minibatch is the optimizer batch).
+    observations_per_env: float
+    vector_size: int  # environments are added and removed in multiples of this
+    observations_since_resize: float = 0.0
+    # Set by the probe resize: its batch was chosen to time the cost model, not by the
+    # estimate, so the first move toward B* need not wait out a cool-down there.
+    probed: bool = False
+    # Update times per optimizer batch (auto mode): fed by the training loop, in optimizer-batch units.
+    cost: CostModel = field(default_factory=CostModel)
+
+    def step(self, n_envs: int, noise_scale: float | None, observations: float, lr: float) -> Decision:
+        """Called once per update, after it trained on ``observations``."""
+        self.observations_since_resize += observations
+        if self.cfg.batch == "fixed":
+            return Decision(n_envs, lr, None, "fixed batch")
+        if noise_scale is None or not math.isfinite(noise_scale) or noise_scale <= 0:
+            return Decision(n_envs, lr, None, "no noise-scale estimate")
+        current = n_envs * self.observations_per_env
+        fit = self.cost.fit
+        if self.cfg.batch == "auto" and fit is None:
+            return self._probe(n_envs, noise_scale, current, lr)
+        critical = self.critical_batch(noise_scale)
+        gain = 0.0
+        if self.cfg.batch == "auto":
+            target = optimal_batch(fit, critical)
+            gain = predicted_speedup(fit, current, critical) - 1.0
+            why = (f"B* = sqrt(r {fit.exchange_rate:,.0f} x {self._signal_text(noise_scale)}) = {target:,.0f}, "
+                   f"{gain:.0%} faster (T = {1e3 * fit.overhead:.0f} ms + {1e3 * fit.per_observation:.3f} ms x batch)")
+        else:
+            target = target_batch(self.cfg.batch, critical, self.cfg.r)
+            why = f"target batch {target:,.0f}"
+        if self.probed:
+            self.probed = False
+        elif self.observations_since_resize < self.cfg.cooldown:
+            return Decision(n_envs, lr, target, "cooling down")
+        if self.cfg.batch == "auto" and gain < self.cfg.min_gain:
+            return Decision(n_envs, lr, target, f"B* {target:,.0f} only {gain:.1%} faster (< --min-gain)")
+        return self._resize_toward(n_envs, noise_scale, current, target, lr, why)
+
+    def critical_batch(self, noise_scale: float) -> float:
+        """The signal's estimate of B_crit: what the targets, B* and its predicted speed-up read."""
+        return noise_scale / self.cfg.crit_ratio
+
+    def _signal_text(self, noise_scale: float) -> str:
+        if self.cfg.crit_ratio == 1.0:
+            return f"B_simple {noise_scale:,.0f}"
+        return f"B_simple {noise_scale:,.0f} / {self.cfg.crit_ratio:g}"
+
+    def _probe(self, n_envs: int, noise_scale: float, current: float, lr: float) -> Decision:
+        """No cost model yet: once the current batch is timed, move by the largest factor to time another."""
+        timed = len(self.cost.timings.get(current, ())) >= self.cost.min_samples
+        if not timed or self.observations_since_resize < self.cfg.cooldown:
+            return Decision(n_envs, lr, None, "timing this batch for the cost model")
+        grow = n_envs * self.cfg.max_resize_factor <= self.cfg.max_envs
+        target = current * (self.cfg.max_resize_factor if grow else 1.0 / self.cfg.max_resize_factor)
+        decision = self._resize_toward(n_envs, noise_scale, current, target, lr,
+                                       "probe: timing a second batch size for the cost model")
+        self.probed = decision.n_envs != n_envs and not self.cfg.probe_cooldown
+        return decision
+
+    def _resize_toward(self, n_envs: int, noise_scale: float, current: float, target: float, lr: float,
+                       why: str) -> Decision:
+        ratio = target / current
+        h = self.cfg.hysteresis
+        if 1.0 / h <= ratio <= h:
+            return Decision(n_envs, lr, target, "within hysteresis")
+        limited = min(max(ratio, 1.0 / self.cfg.max_resize_factor), self.cfg.max_resize_factor)
+        vectors = max(1, math.floor(current * limited / self.observations_per_env / self.vector_size + 0.5))
+        new_envs = vectors * self.vector_size
+        if new_envs == n_envs:  # rounding ate the change: move by one vector env
+            new_envs += self.vector_size if ratio > 1 else -self.vector_size
+        new_envs = min(max(new_envs, self.cfg.min_envs), self.cfg.max_envs)
+        if new_envs == n_envs:
+            bound = "max_envs" if ratio > 1 else "min_envs"
+            return Decision(n_envs, lr, target, f"at {bound}")
+        if self.cfg.scales_lr:
+            lr = scaled_lr(lr, noise_scale, current, new_envs * self.observations_per_env, self.cfg.lr_alpha)
+        self.observations_since_resize = 0.0
+        direction = "grow" if new_envs > n_envs else "shrink"
+        return Decision(new_envs, lr, target, f"{direction}: {why} vs {current:,.0f} observations")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"observations_since_resize": self.observations_since_resize, "probed": self.probed,
+                "cost": self.cost.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.observations_since_resize = float(state["observations_since_resize"])
+        self.probed = bool(state.get("probed", False))  # absent from checkpoints before it existed
+        self.cost.load_state_dict(state["cost"])

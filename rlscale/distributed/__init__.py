@@ -1,0 +1,1 @@
+"""Ray core: the rollout actor pool and the data-parallel learner actors."""

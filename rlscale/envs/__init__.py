@@ -1,0 +1,1 @@
+"""Environments: the vector env the rollout actors step (ALE, MinAtar, gymnasium)."""

@@ -1,0 +1,1 @@
+"""Networks and the precision/layout they run in."""

@@ -1,0 +1,1 @@
+"""Report commands over run directories: plots, Pareto fronts, studies, plans, evaluation."""

@@ -1,0 +1,252 @@
+"""``python -m rlscale.pareto <sweep dir or run dirs>``: Pareto fronts and the critical batch size.
+
+For each goal score and each batch size, the fixed-batch runs at the best
+learning rate give the optimizer steps S and examples E to reach it (the mean
+return of the last 20 episodes first at or above the goal). Eq. 2.11 is fitted
+per goal (``rlscale.reports.pareto_fit``), giving S_min, E_min and B_crit = E_min/S_min.
+Next to B_crit stand the noise scales the runs measured (total, policy and
+value loss), each averaged over training up to the goal (appendix D), with
+their ratio to B_crit.
+
+Seeds: a (batch size, learning rate) pair counts for a goal only if every one
+of its seeds reached it; its S and E are the geometric means over the seeds.
+The best learning rate is the one with the fewest steps. Adaptive runs given
+alongside are drawn as points on the same axes; they do not enter the fit.
+
+Writes ``pareto.csv``, ``pareto_fronts.png`` and ``bcrit_vs_bsimple.png``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rlscale import tags
+from rlscale.cli import Parser, writable_dir
+from rlscale.errors import UserError, exits_cleanly
+from rlscale.reports.pareto_fit import MIN_POINTS, ParetoFit, fit_pareto
+from rlscale.reports.plot import save_figure
+from rlscale.reports.runs import RunRecord, add_run_arguments, format_number, goals_of, load_runs
+
+
+@dataclass
+class FrontPoint:
+    batch: float  # observations per optimizer step
+    lr: float
+    steps: float  # S, geometric mean over seeds
+    examples: float  # E
+    runs: list[RunRecord]
+    agent_steps: list[float]  # where each seed reached the goal
+
+
+@dataclass
+class GoalResult:
+    goal: float
+    points: list[FrontPoint]
+    fit: ParetoFit | None
+    noise: dict[str, float | None]  # part -> B_simple averaged up to the goal
+    message: str = ""
+
+
+def optimizer_batch(run: RunRecord) -> float:
+    return run.cfg.env.n_envs * run.cfg.observations_per_env
+
+
+def best_points(runs: list[RunRecord], goal: float) -> list[FrontPoint]:
+    """One point per batch size: the learning rate that reached the goal in the fewest steps."""
+    configs: dict[tuple[float, float], list[RunRecord]] = defaultdict(list)
+    for run in runs:
+        configs[(optimizer_batch(run), run.cfg.agent.lr)].append(run)
+    best: dict[float, FrontPoint] = {}
+    for (batch, lr), group in sorted(configs.items()):
+        hits = [run.goal(goal) for run in group]
+        if any(hit is None for hit in hits):
+            continue  # a seed that never got there: this learning rate does not reach the goal
+        point = FrontPoint(batch, lr,
+                           float(np.exp(np.mean([math.log(h.updates) for h in hits]))),
+                           float(np.exp(np.mean([math.log(h.examples) for h in hits]))),
+                           group, [h.agent_steps for h in hits])
+        if batch not in best or point.steps < best[batch].steps:
+            best[batch] = point
+    return [best[b] for b in sorted(best)]
+
+
+def averaged_noise(points: list[FrontPoint], part: str) -> float | None:
+    """Mean over the front's runs of each run's B_simple averaged up to where it reached the goal."""
+    values = [run.mean_noise_scale(part, until=at) for p in points
+              for run, at in zip(p.runs, p.agent_steps, strict=True)]
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def analyse(runs: list[RunRecord], goals: list[float]) -> list[GoalResult]:
+    results = []
+    for goal in goals:
+        points = best_points(runs, goal)
+        noise = {part: averaged_noise(points, part) for part in tags.PARTS}
+        if len(points) < MIN_POINTS:
+            results.append(GoalResult(goal, points, None, noise,
+                                      f"reached at {len(points)} batch size(s); {MIN_POINTS} are needed to fit"))
+            continue
+        fit = fit_pareto(np.array([p.steps for p in points]), np.array([p.examples for p in points]))
+        results.append(GoalResult(goal, points, fit, noise))
+    return results
+
+
+def rows_of(results: list[GoalResult]) -> list[dict[str, float | int | str | None]]:
+    """One row per goal, plain numbers (None where there is none)."""
+    rows = []
+    for r in results:
+        fit = r.fit
+        row: dict[str, float | int | str | None] = {
+            "goal": r.goal, "batch sizes": len(r.points),
+            "S_min": fit and fit.s_min, "E_min": fit and fit.e_min,
+            "B_crit": fit and fit.b_crit, "B_crit s.e.": fit and fit.b_crit_se}
+        for part in tags.PARTS:
+            value = r.noise[part]
+            row[f"B_simple {part}"] = value
+            row[f"{part} / B_crit"] = value / fit.b_crit if (value is not None and fit) else None
+        row["note"] = r.message
+        rows.append(row)
+    return rows
+
+
+def print_table(rows: list[dict]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(header_style="bold")
+    keys = [k for k in rows[0] if k != "note" or any(r["note"] for r in rows)]
+    for key in keys:
+        table.add_column(escape(key), justify="left" if key == "note" else "right")
+    for row in rows:
+        cells = []
+        for key in keys:
+            value = row[key]
+            if isinstance(value, str):
+                cells.append(value)
+            elif key == "goal":
+                cells.append(f"{value:g}")
+            else:
+                cells.append(format_number(value, ".2f" if "/ B_crit" in key else ",.0f"))
+        table.add_row(*(escape(c) for c in cells))
+    Console(width=200).print(table)
+
+
+def plot_fronts(results: list[GoalResult], adaptive: list[RunRecord], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 6))
+    colors = plt.cm.viridis(np.linspace(0.0, 0.85, max(len(results), 1)))
+    for r, color in zip(results, colors, strict=True):
+        if not r.points:
+            continue
+        e = np.array([p.examples for p in r.points])
+        s = np.array([p.steps for p in r.points])
+        label = f"goal {r.goal:g}"
+        if r.fit:
+            label += f": B_crit {r.fit.b_crit:,.0f}"
+            batches = np.geomspace(min(p.batch for p in r.points) / 4, max(p.batch for p in r.points) * 4, 200)
+            ax.plot(r.fit.examples(batches), r.fit.steps(batches), color=color, lw=1.5)
+        ax.plot(e, s, "o", color=color, label=label)
+        for p in r.points:
+            ax.annotate(f"{p.batch:g}", (p.examples, p.steps), textcoords="offset points", xytext=(4, 3),
+                        fontsize=7, color=color)
+        for run in adaptive:
+            hit = run.goal(r.goal)
+            if hit is not None:
+                ax.plot(hit.examples, hit.updates, "*", ms=13, color=color, mec="black", mew=0.6)
+    if adaptive:
+        ax.plot([], [], "*", ms=11, color="white", mec="black", label="adaptive run(s)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("examples E (observations) to reach the goal")
+    ax.set_ylabel("optimizer steps S to reach the goal")
+    ax.set_title("Pareto fronts, eq. 2.11 fits (labels: batch size)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, out, "--out-dir")
+
+
+def plot_bcrit(results: list[GoalResult], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fitted = [r for r in results if r.fit]
+    fig, ax = plt.subplots(figsize=(7, 4.8))
+    x = np.arange(len(fitted))
+    ax.errorbar(x, [r.fit.b_crit for r in fitted], yerr=[r.fit.b_crit_se for r in fitted], fmt="o-",
+                color="black", capsize=4, label="B_crit (fit)")
+    for part, color in zip(tags.PARTS, ("tab:blue", "tab:red", "tab:green"), strict=True):
+        values = [r.noise[part] if r.noise[part] is not None else np.nan for r in fitted]
+        ax.plot(x, values, "s--", color=color, label=f"B_simple {part} (averaged up to the goal)")
+    ax.set_xticks(x, [f"{r.goal:g}" for r in fitted])
+    ax.set_xlabel("goal (mean return of the last 20 episodes)")
+    ax.set_ylabel("observations")
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    ax.set_title("critical batch size vs. measured noise scales")
+    fig.tight_layout()
+    save_figure(fig, out, "--out-dir")
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    """Plain numbers, empty where there is none (spreadsheets and pandas read it as is)."""
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: "" if v is None else (f"{v:.6g}" if isinstance(v, float) else v)
+                             for k, v in row.items()})
+
+
+@exits_cleanly
+def main(argv: list[str] | None = None) -> int:
+    p = Parser(prog="python -m rlscale.pareto", description=__doc__.splitlines()[0])
+    add_run_arguments(p, "a sweep directory, or run directories")
+    p.add_argument("--out-dir", type=Path, help="where the CSV and PNGs go (default: the sweep directory)")
+    args = p.parse_args(argv)
+    runs = load_runs(args.paths)
+    fixed = [r for r in runs if r.cfg.control.batch == "fixed"]
+    adaptive = [r for r in runs if r.cfg.control.batch != "fixed"]
+    if not fixed:
+        raise UserError("no fixed-batch runs among the inputs; make some with python -m rlscale.sweep")
+    goals = goals_of(fixed, args.goals)
+    print(f"{len(fixed)} fixed-batch runs at {len({optimizer_batch(r) for r in fixed})} batch sizes, "
+          f"{len(adaptive)} adaptive; goals {', '.join(f'{g:g}' for g in goals)}", flush=True)
+    results = analyse(fixed, goals)
+    if not any(r.points for r in results):
+        best = max((r.best_return() for r in fixed if r.best_return() is not None), default=None)
+        raise UserError(f"no run reached any goal (best mean return of 20 episodes: {format_number(best, '.1f')}); "
+                        "lower --goals or train longer")
+    if not any(r.fit for r in results):
+        raise UserError(f"no goal was reached at {MIN_POINTS} or more batch sizes; "
+                        "add batch sizes or lower --goals")
+    out_dir = args.out_dir or (args.paths[0] if len(args.paths) == 1 and args.paths[0].is_dir() else Path("."))
+    writable_dir(out_dir, "--out-dir")
+    rows = rows_of(results)
+    print_table(rows)
+    write_csv(rows, out_dir / "pareto.csv")
+    plot_fronts(results, adaptive, out_dir / "pareto_fronts.png")
+    plot_bcrit(results, out_dir / "bcrit_vs_bsimple.png")
+    for name in ("pareto.csv", "pareto_fronts.png", "bcrit_vs_bsimple.png"):
+        print(out_dir / name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""``python -m rlscale.plot <run dir>``: one PNG of a run for people who would rather look.
+
+Four panels against agent steps: episode return (and its mean over the goal
+window of 20 episodes), the noise scales (total, policy, value; log scale), the number of
+environments, the learning rate. Gaps in a noise-scale line are stretches where
+it was undefined (its |G|^2 average was not positive).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from rlscale import tags
+from rlscale.cli import Parser
+from rlscale.errors import UserError, exits_cleanly
+from rlscale.goals import GOAL_WINDOW, rolling_mean
+from rlscale.reports.events import break_gaps, read_scalars
+
+
+def plot_run(run_dir: Path, out: Path, title: str | None = None) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = read_scalars(run_dir)
+    fig, axes = plt.subplots(4, 1, figsize=(9, 11), sharex=True,
+                             gridspec_kw={"height_ratios": [3, 3, 1.5, 1.5]})
+    ax = axes[0]
+    if tags.EPISODE_RETURN in data:
+        steps, values = data[tags.EPISODE_RETURN]
+        ax.plot(steps, values, ".", ms=2, alpha=0.3, color="tab:gray", label="episode")
+        ax.plot(steps, rolling_mean(values), color="tab:blue", label=f"mean of last {GOAL_WINDOW}")
+        ax.legend(loc="lower right")
+    ax.set_ylabel("episode return")
+    ax = axes[1]
+    for part, color in (("total", "tab:blue"), ("policy", "tab:red"), ("value", "tab:green")):
+        tag = tags.noise("b_simple", part)
+        if tag in data:
+            ax.plot(*break_gaps(*data[tag]), color=color, label=f"B_simple {part}")
+    # The noise scale compares with the batch of one optimizer step (PPO: a minibatch).
+    if tags.OPTIMIZER_BATCH in data:
+        ax.plot(*data[tags.OPTIMIZER_BATCH], color="black", ls="--", label="optimizer batch (observations)")
+    ax.set_yscale("log")
+    ax.set_ylabel("observations")
+    ax.legend(loc="upper left", fontsize=8)
+    ax = axes[2]
+    if tags.N_ENVS in data:
+        ax.plot(*data[tags.N_ENVS], color="black")
+        ax.set_ylim(0, 1.15 * data[tags.N_ENVS][1].max())  # a constant count reads as itself
+    ax.set_ylabel("environments")
+    ax = axes[3]
+    if tags.LR in data:
+        ax.plot(*data[tags.LR], color="tab:purple")
+    ax.set_ylabel("learning rate")
+    axes[-1].set_xlabel("agent steps")
+    fig.suptitle(title or str(run_dir))
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    save_figure(fig, out)
+    return out
+
+
+def save_figure(fig, out: Path, flag: str = "--out") -> None:
+    """Write and close a matplotlib figure; a write error is the user's one-line error."""
+    import matplotlib.pyplot as plt
+
+    try:
+        fig.savefig(out, dpi=110)
+    except OSError as err:
+        raise UserError(f"cannot write {out} ({err.strerror}); choose another {flag}") from None
+    finally:
+        plt.close(fig)
+
+
+@exits_cleanly
+def main(argv: list[str] | None = None) -> int:
+    p = Parser(prog="python -m rlscale.plot", description=__doc__.splitlines()[0])
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--out", type=Path, help="PNG to write (default: <run dir>/run.png)")
+    p.add_argument("--title")
+    args = p.parse_args(argv)
+    out = plot_run(args.run_dir, args.out or args.run_dir / "run.png", args.title)
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

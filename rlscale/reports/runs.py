@@ -1,0 +1,163 @@
+"""One finished (or running) run directory, read back for reports.
+
+A run directory holds ``config.toml``, TensorBoard event files and, once a
+checkpoint was written, ``summary.json``. ``RunRecord`` reads them and
+answers the questions the report commands ask: the return curve, when a goal
+was reached (in agent steps, optimizer steps, examples and wall time), and
+the noise scales averaged up to a point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rlscale import tags
+from rlscale.config import Config, load_saved
+from rlscale.errors import UserError
+from rlscale.goals import GOAL_WINDOW, first_crossing, smoothed_returns, value_at
+from rlscale.reports.events import read_scalars
+from rlscale.training.checkpoint import CONFIG_FILE, SUMMARY_FILE
+
+
+@dataclass(frozen=True)
+class GoalHit:
+    agent_steps: float
+    updates: float  # optimizer steps S
+    examples: float  # observations the optimizer consumed, E
+    wall_seconds: float | None  # None for runs that did not log their wall time
+
+
+@dataclass
+class RunRecord:
+    path: Path
+    cfg: Config
+    scalars: dict[str, tuple[np.ndarray, np.ndarray]]
+    summary: dict | None
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def returns(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.scalars.get(tags.EPISODE_RETURN, (np.zeros(0), np.zeros(0)))
+
+    def final_return(self) -> float | None:
+        _, values = self.returns()
+        return float(values[-GOAL_WINDOW:].mean()) if values.size else None
+
+    def best_return(self) -> float | None:
+        _, values = self.returns()
+        smooth = smoothed_returns(values)
+        return float(np.nanmax(smooth)) if np.isfinite(smooth).any() else None
+
+    def agent_steps(self) -> int:
+        steps = [s[-1] for s, _ in self.scalars.values() if s.size]
+        return int(max(steps)) if steps else 0
+
+    def wall_seconds(self) -> float | None:
+        """Training time of the run so far; None before its first update."""
+        curve = self.wall_curve()
+        return float(curve[1][-1]) if curve is not None and curve[1].size else None
+
+    def wall_curve(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(agent steps, training seconds so far), or None before the first update."""
+        return self.scalars.get(tags.WALL_SECONDS)
+
+    def goal(self, goal: float) -> GoalHit | None:
+        steps, values = self.returns()
+        at = first_crossing(steps, values, goal)
+        if at is None:
+            return None
+        return GoalHit(at, self.counter_at(tags.UPDATES, at), self.counter_at(tags.EXAMPLES, at),
+                       self.wall_at(at))
+
+    def counter_at(self, tag: str, step: float) -> float:
+        if tag not in self.scalars:
+            raise UserError(f"{self.path}: no '{tag}' scalars; was it written by rlscale.train?")
+        return value_at(*self.scalars[tag], step)
+
+    def wall_at(self, step: float) -> float | None:
+        curve = self.wall_curve()
+        return value_at(*curve, step) if curve is not None else None
+
+    def mean_noise_scale(self, part: str | None = None, until: float | None = None) -> float | None:
+        """B_simple (the controller's signal, or one part) averaged over training up to a step.
+
+        Appendix D, eq. D.1: E_min/S_min = (integral of B_noise ds) / (integral of ds),
+        with s counted in full-batch steps. An optimizer step at batch B makes
+        ds = 1/(1 + B_noise/B) full-batch steps of progress, so each logged value is
+        weighted by that: stretches where the noise dominates (B_noise >> B, where
+        the estimate also spikes) make little progress and weigh little. Updates
+        where B_simple was undefined are not in the log and do not enter.
+        """
+        tag = tags.noise("b_simple", part)
+        if tag not in self.scalars:
+            return None
+        steps, values = self.scalars[tag]
+        if until is not None:
+            keep = steps <= until
+            steps, values = steps[keep], values[keep]
+        if not values.size:
+            return None
+        batch = np.interp(steps, *self.scalars[tags.OPTIMIZER_BATCH])
+        weights = 1.0 / (1.0 + values / batch)
+        return float(np.sum(weights * values) / np.sum(weights))
+
+
+def load_run(path: Path) -> RunRecord:
+    if not path.exists():
+        raise UserError(f"{path} does not exist; give a run directory made by rlscale.train")
+    if not (path / CONFIG_FILE).is_file():
+        raise UserError(f"{path} is not a run directory (no {CONFIG_FILE}); give directories made by rlscale.train")
+    summary_path = path / SUMMARY_FILE
+    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
+    scalars = read_scalars(path)
+    if scalars and tags.OPTIMIZER_BATCH not in scalars:
+        raise UserError(f"{path} was written by an older rlscale (no {tags.OPTIMIZER_BATCH} scalars); "
+                        "report it with the version that wrote it")
+    return RunRecord(path, load_saved(path / CONFIG_FILE), scalars, summary)
+
+
+def find_runs(paths: list[Path]) -> list[Path]:
+    """Run directories among ``paths`` or directly below them (a sweep directory)."""
+    found: list[Path] = []
+    for path in paths:
+        if not path.exists():
+            raise UserError(f"{path} does not exist")
+        if (path / CONFIG_FILE).is_file():
+            found.append(path)
+        elif path.is_dir():
+            found.extend(sorted(p.parent for p in path.glob(f"**/{CONFIG_FILE}")))
+    if not found:
+        raise UserError(f"no run directories (with config.toml) in {', '.join(map(str, paths))}")
+    return found
+
+
+def load_runs(paths: list[Path]) -> list[RunRecord]:
+    """Every run directory among ``paths`` or below them, read back."""
+    return [load_run(path) for path in find_runs(paths)]
+
+
+def goals_of(runs: list[RunRecord], given: list[float] | None) -> list[float]:
+    """The goals to report: those given, else every goal of the runs' presets; a UserError if none."""
+    goals = sorted(given) if given else sorted({g for r in runs for g in r.cfg.env.goals})
+    if not goals:
+        raise UserError("no goals: give --goals (the runs' presets name none)")
+    return goals
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, paths_help: str) -> None:
+    """The report commands' inputs: run or sweep directories, and the goals to report."""
+    parser.add_argument("paths", type=Path, nargs="+", help=paths_help)
+    parser.add_argument("--goals", type=float, nargs="+", help="score goals (default: the runs' presets)")
+
+
+def format_number(value: float | None, spec: str = ",.0f") -> str:
+    """A number for a report table; '-' where there is none (or it is not finite)."""
+    return "-" if value is None or not math.isfinite(value) else format(value, spec)

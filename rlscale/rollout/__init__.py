@@ -1,0 +1,1 @@
+"""Rollout: batches, flat weights, the rollout worker and its in-process pool."""

@@ -1,0 +1,1 @@
+"""The one training loop, its engines, checkpoints and logger."""

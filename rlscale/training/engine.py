@@ -1,0 +1,178 @@
+"""What the training loop drives: an engine that collects a batch and learns from it.
+
+The loop (``rlscale.training.trainer``) owns the counters, goals, controller, logging
+and checkpoints; an engine owns the environments and the learner. Two
+engines implement the same small interface: ``NativeEngine`` here (rlscale's
+rollout pool and A2C/PPO learners) and ``RLlibEngine`` in
+``rlscale.integrations.rllib`` (RLlib's PPO with the noise scale plugged in).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import torch
+
+from rlscale import tags
+from rlscale.agents.gradients import GradientRoute
+from rlscale.agents.learner import Learner, resolve_device
+from rlscale.agents.registry import LEARNERS
+from rlscale.config import Config
+from rlscale.control.noise import NoiseMeter
+from rlscale.envs.vector import EnvSpec, probe_spec, sample_observations
+from rlscale.models.nets import build_network
+from rlscale.models.precision import PrecisionChoice, choose_precision
+from rlscale.rollout.worker import Pool, ResizeReport, SerialPool
+
+if TYPE_CHECKING:
+    from rlscale.distributed.ray_learners import LearnerGroup
+
+@dataclass
+class UpdateResult:
+    """What one update (collect a batch, learn from it) did."""
+
+    agent_steps: int  # fresh observations collected and trained on
+    optimizer_steps: int  # optimizer steps taken
+    optimizer_batch: float  # observations per optimizer step (PPO: the minibatch)
+    episodes: list[tuple[float, int]] = field(default_factory=list)  # (unclipped return, length) finished
+    metrics: dict[str, float] = field(default_factory=dict)  # the engine's own scalars (losses, raw noise)
+    starting_envs: int = 0  # environments still being built, not in this batch
+    warmup_steps: int = 0  # random warm-up steps of environments that joined with this batch
+    skipped_in_a_row: int = 0  # consecutive optimizer steps skipped for a non-finite gradient
+
+
+class Engine(Protocol):
+    noise: NoiseMeter  # the noise-scale averages the controller reads
+
+    def describe(self) -> str:
+        """Where the work runs, for the run's header line."""
+
+    @property
+    def optimizer_steps(self) -> int:
+        """Optimizer steps taken so far (S)."""
+
+    @property
+    def start_warmup_steps(self) -> int:
+        """Random warm-up steps of the environments built when the engine started."""
+
+    def update(self, lr: float) -> UpdateResult:
+        """Collect one batch and learn from it at learning rate ``lr``."""
+
+    def resize(self, n_envs: int) -> ResizeReport:
+        """Run ``n_envs`` environments from the next update on."""
+
+    def save(self, prefix: Path) -> dict[str, Any]:
+        """The engine's checkpoint state (files it writes are named ``prefix`` + a suffix)."""
+
+    def close(self) -> None: ...
+
+
+def make_pool(cfg: Config, spec: EnvSpec) -> Pool:
+    if cfg.run.serial:
+        return SerialPool(cfg, spec)
+    from rlscale.distributed.ray_pool import RayPool  # Ray only where actors are asked for
+
+    return RayPool(cfg, spec)
+
+
+def _pass_rows(cfg: Config, n_envs: int, model: torch.nn.Module, device: torch.device) -> int:
+    """Rows of one learner pass at the start: the optimizer batch, in the passes the learner will use."""
+    rows = max(1, int(n_envs * cfg.observations_per_env))
+    chunk = GradientRoute.for_model(model, device, cfg.run.learner_chunk_rows).chunk_rows
+    return min(rows, chunk) if chunk else rows
+
+
+class NativeEngine:
+    """rlscale's rollout pool (Ray actors, or serial) and an A2C or PPO learner.
+
+    One update: weights -> pool -> batch -> learner (grouped gradients, noise
+    meter, optimizer step). ``__init__`` wires the parts; a checkpoint's state
+    restores the learner and the random state, and the pool starts with the
+    env count the run had.
+    """
+
+    def __init__(self, cfg: Config, n_envs: int, state: dict[str, Any] | None = None) -> None:
+        torch.set_num_threads(cfg.run.learner_threads or os.cpu_count() or 1)
+        torch.manual_seed(cfg.run.seed)
+        np.random.seed(cfg.run.seed)
+        spec = probe_spec(cfg.env)
+        model = build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden)
+        device = resolve_device(cfg.run.learner_device)
+        model = model.to(device)
+        self.precision: PrecisionChoice | None = None
+        if cfg.run.learner_precision == "auto":
+            rows = _pass_rows(cfg, n_envs, model, device)
+            obs = torch.from_numpy(sample_observations(spec, rows)).to(device)
+            self.precision = choose_precision(model, obs, channels_last=cfg.run.channels_last)
+            cfg = replace(cfg, run=replace(cfg.run, learner_precision=self.precision.precision))
+        self.cfg = cfg
+        self.learner: Learner | LearnerGroup
+        if cfg.run.learners > 1:
+            # Ray only where learner actors are asked for.
+            from rlscale.distributed.ray_learners import LearnerGroup
+
+            self.learner = LearnerGroup(cfg, spec)
+        else:
+            self.learner = LEARNERS[cfg.agent.algo](model, cfg)
+        if state is not None:
+            self.learner.load_state_dict(state["learner"])
+            torch.set_rng_state(state["torch_rng"])
+        try:
+            self.pool = make_pool(replace(cfg, env=replace(cfg.env, n_envs=n_envs)), spec)
+        except BaseException:
+            if cfg.run.learners > 1:
+                self.learner.close()  # no learner actors left behind
+            raise
+        self.noise = self.learner.noise
+
+    def describe(self) -> str:
+        precision = self.precision.describe() if self.precision else self.cfg.run.learner_precision
+        learner = self.learner.describe() if self.cfg.run.learners > 1 else f"learner on {self.learner.device}"
+        return f"{self.pool.describe()}, actors {self.pool.describe_inference()} | {learner}, {precision}"
+
+    @property
+    def optimizer_steps(self) -> int:
+        return self.learner.updates
+
+    @property
+    def start_warmup_steps(self) -> int:
+        """Random warm-up steps of the environments built when the pool started."""
+        return self.pool.warmup_steps
+
+    def update(self, lr: float) -> UpdateResult:
+        start = time.perf_counter()
+        if not self.pool.in_flight:
+            self.pool.start(self.learner.flat_weights())
+        batch = self.pool.collect()
+        collected = time.perf_counter()
+        if self.cfg.run.overlap:
+            # The actors step the next rollout with these weights while the learner
+            # trains on this batch: a policy lag of one update (as IMPALA's actors have).
+            self.pool.start(self.learner.flat_weights())
+        steps_before = self.learner.updates
+        metrics = self.learner.update(batch, lr)
+        metrics[tags.ROLLOUT_SECONDS] = collected - start
+        metrics[tags.LEARNER_SECONDS] = time.perf_counter() - collected
+        return UpdateResult(
+            agent_steps=batch.size, optimizer_steps=self.learner.updates - steps_before,
+            optimizer_batch=batch.n_envs * self.cfg.observations_per_env,
+            episodes=[(e.episode_return, e.length) for e in batch.episodes], metrics=metrics,
+            starting_envs=batch.starting_envs, warmup_steps=batch.warmup_steps,
+            skipped_in_a_row=self.learner.skipped_in_a_row)
+
+    def resize(self, n_envs: int) -> ResizeReport:
+        # New environments warm up in the background and join a few updates later.
+        return self.pool.resize(n_envs, background=True)
+
+    def save(self, prefix: Path) -> dict[str, Any]:  # noqa: ARG002 - everything fits in the state
+        return {"learner": self.learner.state_dict(), "torch_rng": torch.get_rng_state()}
+
+    def close(self) -> None:
+        self.pool.close()
+        if self.cfg.run.learners > 1:
+            self.learner.close()

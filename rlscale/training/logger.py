@@ -1,0 +1,97 @@
+"""TensorBoard scalars and console progress for one run directory.
+
+The x-axis of every scalar is agent steps (one env step of one environment).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from torch.utils.tensorboard import SummaryWriter
+
+from rlscale import tags
+from rlscale.goals import GoalWindow
+
+# How the progress line names a signal that is not a loss part's B_simple.
+SIGNAL_LABELS = {"precond": "B_P", "hessian": "B_noise"}
+
+
+def _fmt(value: float | None, spec: str = ",.0f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def duration(seconds: float) -> str:
+    """3h05m, 12m30s, 45s."""
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+class StepRate:
+    """Agent steps per second over windows of at least ``window`` seconds (both backends)."""
+
+    def __init__(self, steps: int, window: float = 2.0) -> None:
+        self.window = window
+        self.since, self.steps = time.perf_counter(), steps
+        self.per_second = 0.0
+
+    def update(self, steps: int) -> float:
+        now = time.perf_counter()
+        if now - self.since >= self.window:
+            self.per_second = (steps - self.steps) / (now - self.since)
+            self.since, self.steps = now, steps
+        return self.per_second
+
+
+class RunLogger:
+    def __init__(self, run_dir: str, purge_step: int | None = None) -> None:
+        # purge_step drops events a killed run wrote after its last checkpoint,
+        # so a resumed run has no duplicate points.
+        self.writer = SummaryWriter(run_dir, purge_step=purge_step, flush_secs=10)
+        self.last_print = 0.0
+
+    def scalars(self, metrics: dict[str, float], step: int) -> None:
+        for key, value in metrics.items():
+            self.writer.add_scalar(key, value, step)
+
+    def episode(self, episode_return: float, length: int, step: int) -> None:
+        self.writer.add_scalar(tags.EPISODE_RETURN, episode_return, step)
+        self.writer.add_scalar(tags.EPISODE_LENGTH, length, step)
+
+    def progress(self, step: int, total: int, steps_per_s: float, window: GoalWindow, n_envs: int,
+                 signal: float | None, signal_name: str, lr: float, force: bool = False,
+                 interval: float = 10.0, starting_envs: int = 0,
+                 next_goal: Callable[[], tuple[float, float | None] | None] | None = None) -> bool:
+        """Print a progress line if ``interval`` seconds passed; True when it printed.
+
+        The line ends with the time the rest of the budget takes at the current rate,
+        and what ``next_goal()`` gives (goal, the agent step the return's trend reaches
+        it, if rising): called only for a line that prints (it fits the trend).
+        """
+        now = time.monotonic()
+        if not force and now - self.last_print < interval:
+            return False
+        self.last_print = now
+        eta = f"  ETA {duration((total - step) / steps_per_s)}" if steps_per_s > 0 and step < total else ""
+        goal_at = next_goal() if next_goal is not None and steps_per_s > 0 else None
+        if goal_at is not None and goal_at[1] is not None:
+            goal, at = goal_at
+            eta += f" (goal {goal:g} at ~{at:,.0f} steps, {duration((at - step) / steps_per_s)})"
+        print(
+            f"[{min(100.0, 100 * step / total):5.1f}%] steps {step:,}  {steps_per_s:,.0f}/s  "
+            f"return {_fmt(window.mean, '.1f')} (last {len(window.returns)})  "
+            f"{SIGNAL_LABELS.get(signal_name, f'B_simple[{signal_name}]')} {_fmt(signal)}  n_envs {n_envs}"
+            + (f" (+{starting_envs} starting)" if starting_envs else "") + f"  lr {lr:.2e}" + eta,
+            flush=True,
+        )
+        return True
+
+    def flush(self) -> None:
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()

@@ -1,0 +1,346 @@
+"""The training loop, one for every engine.
+
+One update: the engine collects a batch and learns from it (weights -> actors
+-> batch -> learner: gradients, noise estimate, optimizer step); the loop then
+counts, checks goals, steps the controller (the one place it is stepped, in
+the same units for every engine), resizes the engine, logs and checkpoints.
+``run`` opens the run directory, builds the engine, runs the loop and turns
+interrupts and actor failures into a checkpoint and a clear message.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlscale import tags
+from rlscale.cli import writable_dir
+from rlscale.config import Config, dumps_toml
+from rlscale.control.controller import BatchController
+from rlscale.control.cost import predicted_speedup
+from rlscale.errors import ActorFailures, UserError
+from rlscale.goals import GOAL_WINDOW, GoalForecast, GoalWindow
+from rlscale.training import checkpoint
+from rlscale.training.checkpoint import CONFIG_FILE, SUMMARY_FILE
+from rlscale.training.engine import Engine, NativeEngine, UpdateResult
+from rlscale.training.logger import RunLogger, StepRate
+
+# Consecutive non-finite updates after which the run stops (with a checkpoint).
+MAX_SKIPPED_IN_A_ROW = 20
+
+
+@dataclass
+class TrainState:
+    """The loop's own state; with the engine's and the controller's it is a checkpoint."""
+
+    agent_steps: int = 0  # env steps of single environments used for training
+    examples: int = 0  # observations the optimizer consumed (E; PPO reuses each n_epochs times)
+    episodes: int = 0
+    wall_seconds: float = 0.0  # training time, summed over the resumes of one run
+    warmup_steps: int = 0  # random start-up steps of new environments (not trained on)
+    n_envs: int = 0
+    base_lr: float = 0.0  # the controller's learning rate at the current batch, before annealing
+    goals: dict[str, dict[str, float]] = field(default_factory=dict)  # first time each goal was met
+
+
+@dataclass
+class Run:
+    """Everything one training run is made of."""
+
+    cfg: Config
+    run_dir: Path
+    engine: Engine
+    controller: BatchController
+    logger: RunLogger
+    state: TrainState
+    window: GoalWindow
+    forecast: GoalForecast  # the return's trend, for the progress line
+    # Called with a few headline numbers at every progress line (the sweep reports them to Ray Tune).
+    on_progress: Callable[[dict[str, float]], None] | None = None
+    finished: bool = False  # the budget or --stop-return was reached
+    last_lr: float | None = None  # the learning rate of the last update (annealing moves it)
+    settled: bool = False  # the pool ran unchanged through the last update (its timing is clean)
+
+    def next_goal(self) -> tuple[float, float | None] | None:
+        """The lowest goal not yet met (--stop-return counts), and the step its trend reaches it."""
+        goals = [g for g in (*self.cfg.env.goals, self.cfg.run.stop_return)
+                 if math.isfinite(g) and f"{g:g}" not in self.state.goals]
+        if not goals:
+            return None
+        goal = min(goals)
+        at = self.forecast.expected_step(goal, self.state.agent_steps)
+        return goal, at if at is not None and at <= 2 * self.cfg.total_agent_steps else None
+
+    @property
+    def signal(self) -> float | None:
+        """The noise scale the controller follows; None when not measured or undefined."""
+        if not self.cfg.noise.measure_noise:
+            return None
+        return self.engine.noise.b_simple(self.cfg.control.signal)
+
+    def lr_now(self) -> float:
+        """The controller's learning rate, annealed linearly over the budget when configured."""
+        if not self.cfg.agent.anneal_lr:
+            return self.state.base_lr
+        return self.state.base_lr * (1.0 - self.state.agent_steps / self.cfg.total_agent_steps)
+
+
+def make_engine(cfg: Config, run_dir: Path, n_envs: int, state: dict[str, Any] | None) -> Engine:
+    if cfg.run.backend == "rllib":
+        from rlscale.integrations.rllib import RLlibEngine
+
+        return RLlibEngine(cfg, run_dir, n_envs, state)
+    return NativeEngine(cfg, n_envs, state)
+
+
+def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None) -> Run:
+    """Wire the engine, controller, goal window and logger of a run (from a checkpoint's state)."""
+    state = TrainState(n_envs=cfg.env.n_envs, base_lr=cfg.agent.lr)
+    controller = BatchController(cfg.control, cfg.observations_per_env, cfg.pool_unit)
+    window = GoalWindow()
+    if saved is not None:
+        state = TrainState(**saved["trainer"])
+        controller.load_state_dict(saved["controller"])
+        window = GoalWindow(saved["goal_window"])
+    # A resumed run starts with the env count it had, not the preset's.
+    engine = make_engine(cfg, run_dir, state.n_envs, saved["engine"] if saved else None)
+    state.warmup_steps += engine.start_warmup_steps  # a resumed run starts new environments too
+    # Events past the checkpoint were written by the killed process: TensorBoard drops them.
+    logger = RunLogger(str(run_dir), purge_step=state.agent_steps + 1 if saved else None)
+    # Trend points every 0.5 % of the budget: the last 10 span 5 % of it.
+    return Run(cfg, run_dir, engine, controller, logger, state, window,
+               GoalForecast(spacing=cfg.total_agent_steps / 200))
+
+
+def save_checkpoint(run: Run) -> Path:
+    run.logger.flush()  # every event up to the checkpoint is on disk before it is
+    step = run.state.agent_steps
+    saved = {
+        "backend": run.cfg.run.backend,
+        "trainer": asdict(run.state),
+        "controller": run.controller.state_dict(),
+        "goal_window": list(run.window.returns),
+        "engine": run.engine.save(checkpoint.prefix(run.run_dir, step)),
+        "config": dumps_toml(run.cfg),
+    }
+    path = checkpoint.save(run.run_dir, saved, step, run.cfg.run.keep_checkpoints)
+    write_summary(run)
+    return path
+
+
+def write_summary(run: Run) -> None:
+    summary = {**asdict(run.state), "updates": run.engine.optimizer_steps, "mean_return": run.window.mean,
+               "env_id": run.cfg.env.env_id, "backend": run.cfg.run.backend, "finished": run.finished}
+    checkpoint.write_json(run.run_dir / SUMMARY_FILE, summary)
+
+
+def record_episode(run: Run, episode_return: float, length: int) -> bool:
+    """Log an episode and record goals it completes; True when the run should stop.
+
+    After every episode, not every update: the mean of the window may cross a goal
+    mid-batch and fall back by the batch's last episode.
+    """
+    s = run.state
+    s.episodes += 1
+    run.logger.episode(episode_return, length, s.agent_steps)
+    run.window.add(episode_return)
+    mean = run.window.full_mean
+    if mean is None:
+        return False
+    for goal in run.cfg.env.goals:
+        key = f"{goal:g}"
+        if key not in s.goals and run.window.reached(goal):
+            s.goals[key] = {"agent_steps": s.agent_steps, "updates": run.engine.optimizer_steps,
+                            "examples": s.examples, "wall_seconds": round(s.wall_seconds, 1)}
+            print(f"goal {key} reached: mean return {mean:.1f} over {len(run.window.returns)} episodes "
+                  f"at {s.agent_steps:,} agent steps, {s.wall_seconds / 60:.1f} min", flush=True)
+    return run.window.reached(run.cfg.run.stop_return)
+
+
+def stop_clause(cfg: Config) -> str:
+    """The header's note of the early stop, when the run has one."""
+    if math.isinf(cfg.run.stop_return):
+        return ""
+    return f", stops at a mean return of {cfg.run.stop_return:g} over {GOAL_WINDOW} episodes"
+
+
+def train_loop(run: Run) -> None:
+    cfg, s, engine = run.cfg, run.state, run.engine
+    total = cfg.total_agent_steps
+    rate = StepRate(s.agent_steps)
+    while s.agent_steps < total:
+        start = time.perf_counter()
+        lr = run.last_lr = run.lr_now()
+        steps_before = engine.optimizer_steps
+        result = engine.update(lr)
+        if result.skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
+            path = save_checkpoint(run)
+            raise UserError(
+                f"{MAX_SKIPPED_IN_A_ROW} updates in a row had a non-finite loss or gradient; "
+                f"stopped with checkpoint {path}; lower --lr or check the environment's rewards"
+            )
+        update_seconds = time.perf_counter() - start
+        # The cost model learns from updates on a settled pool: environments starting in
+        # the background, or the update right after a resize, take time a steady run does not.
+        # Keyed by the nominal batch (the env count's), which the controller compares: RLlib's
+        # batches vary by a few observations with episode boundaries (256.75, 257.0, ...), and
+        # timings spread over such keys never identified the model.
+        if run.settled and result.starting_envs == 0:
+            run.controller.cost.add(s.n_envs * cfg.observations_per_env, update_seconds)
+        s.agent_steps += result.agent_steps
+        s.warmup_steps += result.warmup_steps
+        s.examples += result.agent_steps * cfg.epochs_per_batch
+        stop_mean: float | None = None  # the window's mean when the first episode met --stop-return
+        for episode_return, length in result.episodes:
+            if record_episode(run, episode_return, length) and stop_mean is None:
+                stop_mean = run.window.full_mean
+        stop = stop_mean is not None
+        if stop:  # once, though later episodes of the batch may meet it too
+            print(f"stop: mean return {stop_mean:.1f} reached --stop-return {cfg.run.stop_return:g}", flush=True)
+
+        decision = run.controller.step(s.n_envs, run.signal, result.agent_steps, s.base_lr)
+        metrics = dict(result.metrics) | cost_metrics(run, result)
+        metrics[tags.UPDATE_SECONDS] = update_seconds
+        run.settled = decision.n_envs == s.n_envs
+        if decision.n_envs != s.n_envs:
+            report = engine.resize(decision.n_envs)
+            s.warmup_steps += report.warmup_steps
+            metrics[tags.RESIZE_SECONDS] = report.seconds
+            print(f"resize {s.n_envs} -> {decision.n_envs} envs ({decision.reason}); "
+                  f"lr {s.base_lr:.2e} -> {decision.lr:.2e}; {report.seconds:.2f} s", flush=True)
+            s.n_envs, s.base_lr = decision.n_envs, decision.lr
+        s.wall_seconds += time.perf_counter() - start
+
+        steps_per_s = rate.update(s.agent_steps)
+        metrics |= engine.noise.metrics(cfg.control.signal) if cfg.noise.measure_noise else {}
+        metrics |= {
+            # n_envs counts environments still starting up; size is what this update trained on.
+            tags.N_ENVS: s.n_envs, tags.STARTING_ENVS: result.starting_envs,
+            tags.SIZE: result.agent_steps, tags.OPTIMIZER_BATCH: result.optimizer_batch,
+            tags.STEPS_PER_S: steps_per_s, tags.WALL_SECONDS: s.wall_seconds,
+            tags.LR: lr, tags.UPDATES: engine.optimizer_steps, tags.EXAMPLES: s.examples,
+        }
+        if decision.target_batch is not None:
+            metrics[tags.TARGET] = decision.target_batch
+        run.logger.scalars(metrics, s.agent_steps)
+        run.forecast.add(s.agent_steps, run.window.full_mean)
+        printed = run.logger.progress(s.agent_steps, total, steps_per_s, run.window, s.n_envs, run.signal,
+                                      _signal_name(cfg), lr, interval=cfg.run.log_interval,
+                                      starting_envs=result.starting_envs, next_goal=run.next_goal)
+        if printed and run.on_progress is not None:
+            run.on_progress(headline(run))
+        # PPO takes epochs x minibatches optimizer steps per batch, so the count jumps:
+        # checkpoint whenever it passes a multiple, not only when it lands on one.
+        every = cfg.run.checkpoint_every
+        if engine.optimizer_steps // every > steps_before // every:
+            save_checkpoint(run)
+        if stop:
+            break
+    run.finished = True
+
+
+def cost_metrics(run: Run, result: UpdateResult) -> dict[str, float]:
+    """The cost model's a, b and exchange rate, and the speed-up it predicts for B* (when it can)."""
+    fit = run.controller.cost.fit
+    if fit is None:
+        return {}
+    # The model is fitted in optimizer-batch units; b per observation divides by the
+    # observations each optimizer-batch observation stands for (PPO: the minibatch count).
+    per_update = result.agent_steps / result.optimizer_batch
+    out = {tags.OVERHEAD_SECONDS: fit.overhead, tags.SECONDS_PER_OBSERVATION: fit.per_observation / per_update,
+           tags.EXCHANGE_RATE: fit.exchange_rate}
+    if run.signal is not None:  # against the B* the controller aims at: B_crit read as B_simple / crit_ratio
+        out[tags.PREDICTED_SPEEDUP] = predicted_speedup(fit, result.optimizer_batch,
+                                                        run.controller.critical_batch(run.signal))
+    return out
+
+
+def _signal_name(cfg: Config) -> str:
+    return cfg.control.signal if cfg.noise.measure_noise else "off"
+
+
+def headline(run: Run) -> dict[str, float]:
+    s = run.state
+    out = {"agent_steps": s.agent_steps, "updates": run.engine.optimizer_steps, "n_envs": s.n_envs,
+           "episodes": s.episodes, "wall_seconds": round(s.wall_seconds, 1)}
+    if run.window.mean is not None:
+        out["mean_return"] = run.window.mean
+    if run.signal is not None:
+        out["b_simple"] = run.signal
+    return out
+
+
+def check_engine(cfg: Config) -> None:
+    """Refuse settings the engine cannot run, before anything is written."""
+    if cfg.run.backend == "rllib":
+        from rlscale.integrations.rllib import check_rllib_version, check_supported
+
+        check_rllib_version()
+        check_supported(cfg)
+
+
+def open_run_dir(cfg: Config, run_dir: Path) -> None:
+    """Check the run directory, say where it is and how to watch it, save the config."""
+    writable_dir(run_dir)
+    print(f"run directory: {run_dir}", flush=True)
+    print(f"watch it:      tensorboard --logdir {run_dir.parent}", flush=True)
+    (run_dir / CONFIG_FILE).write_text(dumps_toml(cfg))
+
+
+def load_latest(run_dir: Path, cfg: Config) -> dict[str, Any]:
+    """The run's latest checkpoint, checked to belong to this engine."""
+    saved = checkpoint.load(checkpoint.latest(run_dir))
+    if saved["backend"] != cfg.run.backend:
+        raise UserError(f"{run_dir}: the checkpoint is of a --backend {saved['backend']} run, "
+                        f"the config says {cfg.run.backend}")
+    return saved
+
+
+def run(cfg: Config, run_dir: Path, resume: bool = False,
+        on_progress: Callable[[dict[str, float]], None] | None = None) -> int:
+    """Train (or continue, with ``resume``) the run in ``run_dir``; the command's exit code."""
+    check_engine(cfg)
+    saved = load_latest(run_dir, cfg) if resume else None
+    open_run_dir(cfg, run_dir)
+    if saved is not None:
+        print(f"resuming from {saved['trainer']['agent_steps']:,} agent steps", flush=True)
+    training: Run | None = None
+    try:
+        training = build(cfg, run_dir, saved)
+        training.on_progress = on_progress
+        s = training.state
+        print(f"{cfg.env.env_id} | {cfg.agent.algo} | {s.n_envs} envs x {cfg.agent.n_steps} steps "
+              f"| {training.engine.describe()} | batch control: {cfg.control.batch} "
+              f"| budget {cfg.total_agent_steps:,} agent steps{stop_clause(cfg)}", flush=True)
+        train_loop(training)
+        path = save_checkpoint(training)
+        training.logger.progress(s.agent_steps, cfg.total_agent_steps, s.agent_steps / max(s.wall_seconds, 1e-9),
+                                 training.window, s.n_envs, training.signal, _signal_name(cfg),
+                                 training.last_lr or training.lr_now(), force=True)
+        if on_progress is not None:
+            on_progress(headline(training))
+        print(f"done: {s.agent_steps:,} agent steps, {training.engine.optimizer_steps:,} updates, "
+              f"{s.episodes:,} episodes in {s.wall_seconds / 60:.1f} min; checkpoint {path}", flush=True)
+        return 0
+    except ActorFailures as err:
+        if training is None:
+            raise
+        raise UserError(f"{err}; stopped with checkpoint {save_checkpoint(training)}") from None
+    except KeyboardInterrupt:
+        if training is None:
+            print("interrupted before training started", file=sys.stderr)
+            return 130
+        path = save_checkpoint(training)
+        print(f"\ninterrupted: checkpoint {path}\nresume with: python -m rlscale.train --resume {run_dir}",
+              file=sys.stderr, flush=True)
+        return 130
+    finally:
+        if training is not None:
+            training.engine.close()
+            training.logger.close()
+
