@@ -53,9 +53,9 @@ def test_malformed_and_unknown_key_presets(tmp_path):
     assert_one_line_error(run_command([*TRAIN, str(broken)], timeout=60), "malformed TOML")
     unknown = tmp_path / "unknown.toml"
     unknown.write_text("[env]\nenv_id = 'CartPole-v1'\nspeed = 3\n")
-    assert_one_line_error(run_command([*TRAIN, str(unknown)], timeout=60), "unknown key 'speed'")
+    assert_one_line_error(run_in_process([*TRAIN, str(unknown)]), "unknown key 'speed'")
     missing = tmp_path / "missing.toml"
-    assert_one_line_error(run_command([*TRAIN, str(missing)], timeout=60), "cannot read")
+    assert_one_line_error(run_in_process([*TRAIN, str(missing)]), "cannot read")
 
 
 def test_unwritable_run_dir(tmp_path):
@@ -71,10 +71,10 @@ def test_resume_missing_and_corrupt(tmp_path):
     run_dir = tmp_path / "run"
     (run_dir / "checkpoints").mkdir(parents=True)
     (run_dir / "config.toml").write_text('[env]\nenv_id = "CartPole-v1"\nn_envs = 4\nvector_size = 2\n')
-    assert_one_line_error(run_command([*TRAIN, "--resume", str(run_dir)], timeout=60), "no checkpoint")
+    assert_one_line_error(run_in_process([*TRAIN, "--resume", str(run_dir)]), "no checkpoint")
     (run_dir / "checkpoints" / "ckpt-000000001000.pt").write_bytes(b"not a checkpoint at all")
     assert_one_line_error(run_command([*TRAIN, "--resume", str(run_dir)], timeout=60),
                           "corrupt or not an rlscale checkpoint")
     assert_one_line_error(
-        run_command([*TRAIN, "--resume", str(run_dir), "--lr", "0.1"], timeout=60),
+        run_in_process([*TRAIN, "--resume", str(run_dir), "--lr", "0.1"]),
         "--resume keeps the run's settings")

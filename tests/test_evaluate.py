@@ -27,8 +27,8 @@ def trained_runs(tmp_path_factory) -> list[Path]:
     runs = []
     for seed in (1, 2):
         run_dir = tmp_path_factory.mktemp("runs") / f"cartpole-seed{seed}"
-        result = run_command(["rlscale.train", "cartpole", "--serial", "--total-frames", "20000",
-                              "--seed", str(seed), "--goals", *GOALS, "--run-dir", str(run_dir)])
+        result = run_in_process(["rlscale.train", "cartpole", "--serial", "--total-frames", "20000",
+                                 "--seed", str(seed), "--goals", *GOALS, "--run-dir", str(run_dir)])
         assert result.returncode == 0, result.stderr
         runs.append(run_dir)
     return runs

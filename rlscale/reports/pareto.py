@@ -89,7 +89,7 @@ def analyse(runs: list[RunRecord], goals: list[float]) -> list[GoalResult]:
     results = []
     for goal in goals:
         points = best_points(runs, goal)
-        noise = {part: averaged_noise(points, part) for part in tags.PARTS}
+        noise = {signal: averaged_noise(points, signal) for signal in tags.SIGNALS}
         if len(points) < MIN_POINTS:
             results.append(GoalResult(goal, points, None, noise,
                                       f"reached at {len(points)} batch size(s); {MIN_POINTS} are needed to fit"))
@@ -97,6 +97,11 @@ def analyse(runs: list[RunRecord], goals: list[float]) -> list[GoalResult]:
         fit = fit_pareto(np.array([p.steps for p in points]), np.array([p.examples for p in points]))
         results.append(GoalResult(goal, points, fit, noise))
     return results
+
+
+# The table's name for each signal's noise scale.
+SIGNAL_COLUMNS = {"total": "B_simple total", "policy": "B_simple policy", "value": "B_simple value",
+                  "precond": "B_P", "hessian": "B_noise"}
 
 
 def rows_of(results: list[GoalResult]) -> list[dict[str, float | int | str | None]]:
@@ -108,10 +113,12 @@ def rows_of(results: list[GoalResult]) -> list[dict[str, float | int | str | Non
             "goal": r.goal, "batch sizes": len(r.points),
             "S_min": fit and fit.s_min, "E_min": fit and fit.e_min,
             "B_crit": fit and fit.b_crit, "B_crit s.e.": fit and fit.b_crit_se}
-        for part in tags.PARTS:
-            value = r.noise[part]
-            row[f"B_simple {part}"] = value
-            row[f"{part} / B_crit"] = value / fit.b_crit if (value is not None and fit) else None
+        for signal in tags.SIGNALS:
+            value = r.noise[signal]
+            if signal in tags.METRICS and value is None:
+                continue  # runs that did not measure it
+            row[SIGNAL_COLUMNS[signal]] = value
+            row[f"{signal} / B_crit"] = value / fit.b_crit if (value is not None and fit) else None
         row["note"] = r.message
         rows.append(row)
     return rows
@@ -190,9 +197,12 @@ def plot_bcrit(results: list[GoalResult], out: Path) -> None:
     x = np.arange(len(fitted))
     ax.errorbar(x, [r.fit.b_crit for r in fitted], yerr=[r.fit.b_crit_se for r in fitted], fmt="o-",
                 color="black", capsize=4, label="B_crit (fit)")
-    for part, color in zip(tags.PARTS, ("tab:blue", "tab:red", "tab:green"), strict=True):
-        values = [r.noise[part] if r.noise[part] is not None else np.nan for r in fitted]
-        ax.plot(x, values, "s--", color=color, label=f"B_simple {part} (averaged up to the goal)")
+    for signal, color in zip(tags.SIGNALS, ("tab:blue", "tab:red", "tab:green", "tab:orange", "tab:purple"),
+                             strict=True):
+        values = [r.noise[signal] if r.noise[signal] is not None else np.nan for r in fitted]
+        if not np.isfinite(values).any():
+            continue
+        ax.plot(x, values, "s--", color=color, label=f"{SIGNAL_COLUMNS[signal]} (averaged up to the goal)")
     ax.set_xticks(x, [f"{r.goal:g}" for r in fitted])
     ax.set_xlabel("goal (mean return of the last 20 episodes)")
     ax.set_ylabel("observations")

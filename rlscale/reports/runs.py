@@ -87,7 +87,8 @@ class RunRecord:
         return value_at(*curve, step) if curve is not None else None
 
     def mean_noise_scale(self, part: str | None = None, until: float | None = None) -> float | None:
-        """B_simple (the controller's signal, or one part) averaged over training up to a step.
+        """B_simple (the controller's signal, or one part), or B_P / B_noise (``part`` precond / hessian),
+        averaged over training up to a step.
 
         Appendix D, eq. D.1: E_min/S_min = (integral of B_noise ds) / (integral of ds),
         with s counted in full-batch steps. An optimizer step at batch B makes
@@ -96,7 +97,7 @@ class RunRecord:
         the estimate also spikes) make little progress and weigh little. Updates
         where B_simple was undefined are not in the log and do not enter.
         """
-        tag = tags.noise("b_simple", part)
+        tag = tags.METRIC_TAGS[part][0] if part in tags.METRICS else tags.noise("b_simple", part)
         if tag not in self.scalars:
             return None
         steps, values = self.scalars[tag]
