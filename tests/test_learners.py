@@ -193,7 +193,7 @@ def test_a_dead_learner_stops_the_group_with_a_clear_error(a2c_group):
 @pytest.mark.timeout(300)
 def test_cartpole_learns_with_two_learners_and_resumes_without_gaps(tmp_path, capsys):
     run_dir = tmp_path / "cartpole"
-    assert main(["cartpole", "--learners", "2", "--stop-return", "150", "--total-frames", "60000",
+    assert main(["cartpole", "--learners", "2", "--stop-return", "150", "--total-frames", "60000", "--lr", "2e-3",
                  "--checkpoint-every", "200", "--run-dir", str(run_dir)]) == 0
     out = capsys.readouterr().out
     assert "2 data-parallel learners (gloo)" in out

@@ -70,7 +70,7 @@ def test_short_pong_run_through_actors_writes_tensorboard(tmp_path, capsys):
     assert code == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0] == f"run directory: {run_dir}"
-    assert "tensorboard --logdir" in out and "steps " in out
+    assert f"tensorboard --logdir {run_dir}\n" in out and "steps " in out  # the named run, not its parent
     events = scalars(run_dir)
     tags = set(events.Tags()["scalars"])
     missing = REQUIRED_TAGS - tags

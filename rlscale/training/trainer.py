@@ -288,7 +288,9 @@ def open_run_dir(cfg: Config, run_dir: Path) -> None:
     """Check the run directory, say where it is and how to watch it, save the config."""
     writable_dir(run_dir)
     print(f"run directory: {run_dir}", flush=True)
-    print(f"watch it:      tensorboard --logdir {run_dir.parent}", flush=True)
+    # A run named by default sits in runs/ beside the others, so TensorBoard shows them all;
+    # a directory the user named is watched alone (its parent may be /tmp or a home folder).
+    print(f"watch it:      tensorboard --logdir {run_dir.parent if not cfg.run.run_dir else run_dir}", flush=True)
     (run_dir / CONFIG_FILE).write_text(dumps_toml(cfg))
 
 
