@@ -115,13 +115,14 @@ def rows_of(results: list[GoalResult]) -> list[dict[str, float | int | str | Non
             "B_crit": fit and fit.b_crit, "B_crit s.e.": fit and fit.b_crit_se}
         for signal in tags.SIGNALS:
             value = r.noise[signal]
-            if signal in tags.METRICS and value is None:
-                continue  # runs that did not measure it
             row[SIGNAL_COLUMNS[signal]] = value
             row[f"{signal} / B_crit"] = value / fit.b_crit if (value is not None and fit) else None
         row["note"] = r.message
         rows.append(row)
-    return rows
+    # A metric no run measured (runs made with --no-measure-curvature) gets no columns.
+    unmeasured = [key for m in tags.METRICS for key in (SIGNAL_COLUMNS[m], f"{m} / B_crit")
+                  if all(row[key] is None for row in rows)]
+    return [{k: v for k, v in row.items() if k not in unmeasured} for row in rows]
 
 
 def print_table(rows: list[dict]) -> None:
