@@ -12,6 +12,7 @@ PARTS = ("total", "policy", "value")  # the loss parts the noise scale is measur
 # preconditioner P (B_P = tr(P Sigma) / G^T P G) and the Hessian H (B_noise, eq. 2.8).
 METRICS = ("precond", "hessian")
 SIGNALS = PARTS + METRICS  # what the controller can follow (--signal)
+METRIC_LABELS = {"precond": "B_P", "hessian": "B_noise"}  # how the console and reports name them
 
 EPISODE_RETURN = "rollout/episode_return"  # unclipped game score of one episode
 EPISODE_LENGTH = "rollout/episode_length"  # agent steps

@@ -7,8 +7,8 @@ rounds by at most eps/2 of its running magnitude, so after n terms the
 difference is a sum of n small random roundings: it grows like sqrt(n)·eps
 times the magnitude of what is summed (n·eps in the adversarial worst case,
 which vectorised kernels' tree sums do not approach). A tolerance picked from
-one machine's run (say atol=1e-7) encodes that machine's summation order; one
-derived here holds on any CPU, AVX2 or AVX-512, with or without bf16 units.
+one machine's run encodes that machine's summation order; one derived here
+holds on any CPU, AVX2 or AVX-512, with or without bf16 units.
 
 Weights after optimizer steps differ by the optimizer's step's sensitivity
 to its gradient times that rounding. TF-style RMSprop (mean square starting at

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from rlscale.agents.gradients import RowsLoss
+from rlscale.agents.optim import RMSpropTF
 from rlscale.control.noise import NoiseSample, estimate, metric_estimate
 
 
@@ -48,18 +49,18 @@ def preconditioner(optimizer: torch.optim.Optimizer, params: Sequence[torch.nn.P
     None for an optimizer without one (plain SGD) and before the first step, when
     the state does not exist yet.
     """
+    group_of = {id(q): g for g in optimizer.param_groups for q in g["params"]}
     out = []
     for p in params:
         state = optimizer.state.get(p)
-        group = next(g for g in optimizer.param_groups if any(q is p for q in g["params"]))
         if not state:
             return None
+        group = group_of[id(p)]
         eps = group["eps"]
         if "exp_avg_sq" in state:  # Adam: the bias-corrected second moment, eps outside the root
-            step = float(state["step"])
-            v_hat = state["exp_avg_sq"] / (1.0 - group["betas"][1] ** step)
+            v_hat = state["exp_avg_sq"] / (1.0 - group["betas"][1] ** float(state["step"]))
             out.append(1.0 / (v_hat.sqrt() + eps))
-        elif "square_avg" in state and type(optimizer).__name__ == "RMSpropTF":  # eps inside the root
+        elif isinstance(optimizer, RMSpropTF):  # eps inside the root
             out.append(1.0 / (state["square_avg"] + eps).sqrt())
         elif "square_avg" in state:  # torch's RMSprop: eps outside the root
             out.append(1.0 / (state["square_avg"].sqrt() + eps))
@@ -73,7 +74,7 @@ def _flat(tensors: Sequence[torch.Tensor | None], like: Sequence[torch.nn.Parame
 
 
 def metric_samples(params: Sequence[torch.nn.Parameter], loss: RowsLoss, groups: Sequence[np.ndarray],
-                   precond: list[torch.Tensor] | None, hessian: bool = True) -> MetricSamples:
+                   precond: list[torch.Tensor] | None) -> MetricSamples:
     """The env groups' gradients of the total loss, and from them each metric's estimates.
 
     ``groups``: at least three sets of whole environments' rows (the Hessian's cross
@@ -86,7 +87,7 @@ def metric_samples(params: Sequence[torch.nn.Parameter], loss: RowsLoss, groups:
     graphs, flats = [], []
     for rows in groups:
         policy, value, _ = loss(rows)
-        grads = torch.autograd.grad(policy + value, params, create_graph=hessian, allow_unused=True)
+        grads = torch.autograd.grad(policy + value, params, create_graph=True, allow_unused=True)
         graphs.append(grads)
         flats.append(_flat([None if g is None else g.detach() for g in grads], params).double())
     total = float(sum(sizes))
@@ -97,19 +98,16 @@ def metric_samples(params: Sequence[torch.nn.Parameter], loss: RowsLoss, groups:
         p = _flat(precond, params).double()
         precond_sample = estimate([float((f * f * p).sum()) for f in flats], sizes, float((big * big * p).sum()))
 
-    hessian_sample = None
-    if hessian:
-        k = len(groups)
-        diagonal, cross = [0.0] * k, []
-        for h in range(k):  # the Hessian of group h's loss times the previous group's gradient
-            i = (h - 1) % k
-            vector = [None if g is None else g.detach() for g in graphs[i]]
-            dot = sum((g * v).sum() for g, v in zip(graphs[h], vector, strict=True)
-                      if g is not None and v is not None and g.requires_grad)
-            if not isinstance(dot, torch.Tensor):  # no parameter has a second derivative
-                return MetricSamples(precond_sample, None)
-            hv = _flat(torch.autograd.grad(dot, params, allow_unused=True), params).double()
-            diagonal[i] = float(flats[i] @ hv)
-            cross.extend(float(flats[j] @ hv) for j in range(k) if j not in (i, h))
-        hessian_sample = metric_estimate(sizes, diagonal, cross)
-    return MetricSamples(precond_sample, hessian_sample)
+    k = len(groups)
+    diagonal, cross = [0.0] * k, []
+    for h in range(k):  # the Hessian of group h's loss times the previous group's gradient
+        i = (h - 1) % k
+        vector = [None if g is None else g.detach() for g in graphs[i]]
+        dot = sum((g * v).sum() for g, v in zip(graphs[h], vector, strict=True)
+                  if g is not None and v is not None and g.requires_grad)
+        if not isinstance(dot, torch.Tensor):  # no parameter has a second derivative
+            return MetricSamples(precond_sample, None)
+        hv = _flat(torch.autograd.grad(dot, params, allow_unused=True), params).double()
+        diagonal[i] = float(flats[i] @ hv)
+        cross.extend(float(flats[j] @ hv) for j in range(k) if j not in (i, h))
+    return MetricSamples(precond_sample, metric_estimate(sizes, diagonal, cross))

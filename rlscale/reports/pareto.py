@@ -100,8 +100,7 @@ def analyse(runs: list[RunRecord], goals: list[float]) -> list[GoalResult]:
 
 
 # The table's name for each signal's noise scale.
-SIGNAL_COLUMNS = {"total": "B_simple total", "policy": "B_simple policy", "value": "B_simple value",
-                  "precond": "B_P", "hessian": "B_noise"}
+SIGNAL_COLUMNS = {**{part: f"B_simple {part}" for part in tags.PARTS}, **tags.METRIC_LABELS}
 
 
 def rows_of(results: list[GoalResult]) -> list[dict[str, float | int | str | None]]:

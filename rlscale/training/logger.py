@@ -13,9 +13,6 @@ from torch.utils.tensorboard import SummaryWriter
 from rlscale import tags
 from rlscale.goals import GoalWindow
 
-# How the progress line names a signal that is not a loss part's B_simple.
-SIGNAL_LABELS = {"precond": "B_P", "hessian": "B_noise"}
-
 
 def _fmt(value: float | None, spec: str = ",.0f") -> str:
     return "-" if value is None else format(value, spec)
@@ -84,7 +81,7 @@ class RunLogger:
         print(
             f"[{min(100.0, 100 * step / total):5.1f}%] steps {step:,}  {steps_per_s:,.0f}/s  "
             f"return {_fmt(window.mean, '.1f')} (last {len(window.returns)})  "
-            f"{SIGNAL_LABELS.get(signal_name, f'B_simple[{signal_name}]')} {_fmt(signal)}  n_envs {n_envs}"
+            f"{tags.METRIC_LABELS.get(signal_name, f'B_simple[{signal_name}]')} {_fmt(signal)}  n_envs {n_envs}"
             + (f" (+{starting_envs} starting)" if starting_envs else "") + f"  lr {lr:.2e}" + eta,
             flush=True,
         )
