@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,25 @@ def opt(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=meta)
     return field(default=default, metadata=meta)
+
+
+RUNS_ROOT_VARIABLE = "RLSCALE_RUNS"
+# Ray sets this in the environment of a Ray job's entrypoint (ray job submit).
+RAY_JOB_VARIABLE = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+
+
+def runs_root() -> Path:
+    """Where runs and sweeps named by default go.
+
+    $RLSCALE_RUNS if set; else ~/rlscale-runs inside a Ray job, whose working directory
+    (``--working-dir``) is a temporary package folder Ray deletes, on the head node where
+    the job's entrypoint runs; else ./runs, where TensorBoard's ``--logdir runs`` finds them.
+    """
+    if os.environ.get(RUNS_ROOT_VARIABLE):
+        return Path(os.environ[RUNS_ROOT_VARIABLE]).expanduser()
+    if RAY_JOB_VARIABLE in os.environ:
+        return Path.home() / "rlscale-runs"
+    return Path("runs")
 
 
 @dataclass
@@ -131,11 +151,13 @@ class ControlConfig:
 @dataclass
 class RunConfig:
     seed: int = opt(0, "random seed")
-    run_dir: str = opt("", "run directory (default: runs/<env>-<algo>-<time>)")
+    run_dir: str = opt("", "run directory (default: <runs root>/<env>-<algo>-<time>; the root is ./runs, "
+                         f"~/rlscale-runs inside a Ray job, or ${RUNS_ROOT_VARIABLE})")
     backend: str = opt("native", "training engine: native (rlscale's Ray actor pool) or rllib "
                        "(RLlib PPO; needs pip install 'rlscale[rllib]')", ("native", "rllib"))
     serial: bool = opt(False, "step environments in this process, no Ray actors (debugging)")
-    address: str = opt("", "Ray cluster to join: auto or HOST:PORT (default: embedded Ray)")
+    address: str = opt("", "Ray cluster to join: auto or HOST:PORT (default: $RAY_ADDRESS, which Ray "
+                            "sets in a Ray job; else a Ray of the run's own)")
     n_actors: int = opt(2, "Ray rollout actors (a fixed set; see --envs-per-actor)")
     envs_per_actor: int = opt(0, "elastic rollout actors: at most this many environments each, so the pool "
                               "adds and retires actors (1 CPU each) as the batch changes and asks the Ray "

@@ -25,7 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from rlscale.cli import Parser, writable_dir
-from rlscale.config import Config, add_config_flags, build_config, dumps_toml, parse_with_config
+from rlscale.config import (
+    Config,
+    add_config_flags,
+    build_config,
+    dumps_toml,
+    parse_with_config,
+    runs_root,
+)
 from rlscale.envs.vector import check_env_id
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.training.checkpoint import SUMMARY_FILE
@@ -166,7 +173,7 @@ def parser() -> Parser:
                    help="like --auto, started at each of these batch sizes instead of the preset's "
                         "(how much a wrong start costs auto)")
     p.add_argument("--sweep-dir", type=Path, help="where the trials' run directories go "
-                   "(default: runs/sweep-<env>-<agent>)")
+                   "(default: <runs root>/sweep-<env>-<agent>; see --run-dir)")
     p.add_argument("--max-concurrent", type=int, help="trials at once (default: one per CPU)")
     add_config_flags(p)
     return p
@@ -192,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     grid += [Trial(start, lr, s, "auto") for start in dict.fromkeys(starts) for lr in sorted(set(lrs))
              for s in sorted(set(args.seeds))]
     name = args.env.replace(".toml", "").replace("/", "-").lower()
-    sweep_dir = args.sweep_dir or Path("runs") / f"sweep-{name}-{base.agent.algo}"
+    sweep_dir = args.sweep_dir or runs_root() / f"sweep-{name}-{base.agent.algo}"
     # Every grid point must make a valid config before anything runs.
     trials = [(t, trial_config(args.env, args.agent, overrides, t, (sweep_dir / t.name).resolve())) for t in grid]
     return run_sweep(args.env, args.agent, overrides, trials, sweep_dir, base.run.address,

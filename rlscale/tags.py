@@ -1,8 +1,11 @@
 """TensorBoard scalar tags: one definition, imported by the writers and the readers.
 
 Namespaces as SB3 and CleanRL use them: ``rollout/`` (episodes), ``train/``
-(losses, optimizer, counters), ``noise/`` (the noise scale), ``batch/`` (the
-batch size and its control), ``perf/`` (time). Every scalar's step is agent steps.
+(losses, optimizer, counters), ``noise/`` (the noise scales, averaged), ``noise_raw/``
+(one update's estimates: noisy by design), ``batch/`` (the batch size and its
+control), ``perf/`` (time). Every scalar's step is agent steps, and every
+quantity has one tag: the charts a run's TensorBoard opens with
+(``custom_scalars_layout``) pick the story out of them.
 """
 
 from __future__ import annotations
@@ -30,31 +33,41 @@ def loss_stat(name: str) -> str:
     return f"train/{name}"
 
 
-def noise(quantity: str, part: str | None = None) -> str:
-    """noise/<quantity>_<part>; without a part, the controller's signal (noise/<quantity>).
-
-    quantity: b_simple, grad_sq, trace_sigma (EMAs) or raw_grad_sq, raw_trace_sigma
-    (one update's unbiased estimates).
-    """
-    return f"noise/{quantity}" if part is None else f"noise/{quantity}_{part}"
+def noise(quantity: str, part: str) -> str:
+    """noise/<quantity>_<part>: b_simple, grad_sq or trace_sigma of a loss part (bias-corrected EMAs)."""
+    return f"noise/{quantity}_{part}"
 
 
-B_SIMPLE = noise("b_simple")  # the controller's signal
+def raw_noise(quantity: str, part: str) -> str:
+    """noise_raw/<quantity>_<part>: one update's unbiased grad_sq or trace_sigma (smooth to read them)."""
+    return f"noise_raw/{quantity}_{part}"
+
+
+# Runs written before each quantity had one tag also logged the controller's signal here.
+LEGACY_SIGNAL = "noise/b_simple"
 
 # Per metric: its noise scale, G^T M G and tr(M Sigma) (bias-corrected EMAs over the measured updates).
 METRIC_TAGS = {
     "precond": ("noise/b_precond", "noise/gpg", "noise/trace_p_sigma"),
     "hessian": ("noise/b_noise", "noise/ghg", "noise/trace_h_sigma"),
 }
+
+
+def signal_tag(signal: str) -> str:
+    """The tag of the noise scale a signal (``SIGNALS``) names: what ``--signal`` makes the controller follow."""
+    return METRIC_TAGS[signal][0] if signal in METRICS else noise("b_simple", signal)
+
+
 EPS_MAX = "noise/eps_max"  # |G|^2 / G^T H G (eq. 2.6): the largest useful SGD learning rate
 CURVATURE_SECONDS = "perf/curvature_seconds"  # the metrics' extra passes on a measured update
 
 N_ENVS = "batch/n_envs"  # environments, counting those still starting
-STARTING_ENVS = "batch/starting_envs"
+STARTING_ENVS = "batch/starting_envs"  # environments starting in the background (not with a fixed batch)
 SIZE = "batch/size"  # observations this update trained on
 OPTIMIZER_BATCH = "batch/optimizer_batch"  # observations per optimizer step (PPO: the minibatch)
 TARGET = "batch/target"  # the batch the controller aims at
 RESIZE_SECONDS = "batch/resize_seconds"
+# The cost model's quantities: logged by --batch auto only, the mode that aims at B* with them.
 EXCHANGE_RATE = "batch/exchange_rate"  # r = a/b of the cost model, in optimizer-batch observations
 PREDICTED_SPEEDUP = "batch/predicted_speedup"  # time per unit of progress at this batch / at B*
 

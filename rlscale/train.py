@@ -24,6 +24,7 @@ from rlscale.config import (
     cli_flag,
     load_saved,
     parse_with_config,
+    runs_root,
 )
 from rlscale.envs.vector import check_env_id
 from rlscale.errors import UserError, exits_cleanly
@@ -33,7 +34,7 @@ from rlscale.training.checkpoint import CONFIG_FILE
 
 def default_run_dir(cfg: Config) -> Path:
     name = cfg.env.env_id.replace("ALE/", "").replace("/", "-").split("-v")[0].lower()
-    return Path("runs") / f"{name}-{cfg.agent.algo}-{datetime.now():%Y%m%d-%H%M%S}"
+    return runs_root() / f"{name}-{cfg.agent.algo}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handler API

@@ -55,15 +55,24 @@ def test_actor_cpu_shares_pack_onto_nodes():
 
 
 @pytest.mark.timeout(240)
-def test_training_run_spreads_actors_over_nodes_and_learns(cluster, tmp_path, capsys):
+def test_a_ray_job_joins_its_cluster_spreads_actors_and_learns(cluster, tmp_path, capsys, monkeypatch):
+    """As ``ray job submit`` starts an entrypoint: $RAY_ADDRESS names the cluster and Ray's job
+    variable is set; no --address, no --run-dir. The run joins the cluster (not a Ray of its
+    own) and is written under ~/rlscale-runs, which outlives the job's working directory."""
     c, _ = cluster
-    run_dir = tmp_path / "run"
-    code = train_main(["cartpole", "--address", c.address, "--n-actors", "3", "--total-frames", "150000",
-                       "--stop-return", "150", "--run-dir", str(run_dir)])
+    monkeypatch.setenv("RAY_ADDRESS", c.address)
+    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", "{}")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("RLSCALE_RUNS", raising=False)
+    monkeypatch.chdir(tmp_path / "..")
+    code = train_main(["cartpole", "--n-actors", "3", "--total-frames", "150000", "--stop-return", "150"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "3 Ray actors on 3 nodes" in out
     assert "stop: mean return" in out  # learned: the mean of 20 episodes reached 150
+    (run_dir,) = (tmp_path / "rlscale-runs").iterdir()
+    assert f"run directory: {run_dir}\n" in out and f"tensorboard --logdir {tmp_path / 'rlscale-runs'}\n" in out
+    assert list(run_dir.glob("events.out.tfevents.*"))
 
 
 @pytest.mark.timeout(240)
@@ -89,7 +98,7 @@ def test_losing_a_node_replaces_its_actors_and_keeps_counts(cluster, capsys):
         after = pool.placement()
         assert lost not in after and len(after) == 3
         assert pool.failures == lost_actors
-        assert "died; replacing it" in capsys.readouterr().out
+        assert "died (its process or node was lost); replacing it on the nodes left" in capsys.readouterr().out
         assert_episodes_consistent(ledger, dones, steps)  # counters stay consistent
     finally:
         pool.close()
@@ -105,6 +114,8 @@ def test_cluster_yaml_passes_rays_own_validation():
         assert prepared["cluster_name"].startswith("rlscale")
         setup = " ".join(prepared.get("setup_commands", []))
         assert "install.sh" in setup
+        # Source only (.gitignore keeps out .venv and runs/), and the nodes' venv on PATH for `ray stop`.
+        assert prepared["rsync_filter"] == [".gitignore"] and "rlscale/.venv/bin" in setup
         start = " ".join(prepared["head_start_ray_commands"])
         assert "--dashboard-host=127.0.0.1" in start and "RAY_AUTH_MODE=token" in start
     # The validator does reject a broken config (so passing it means something).
@@ -140,7 +151,28 @@ def test_training_run_survives_losing_a_node(cluster, tmp_path, capsys):
     thread.join(timeout=200)
     assert not thread.is_alive() and result["code"] == 0
     out = capsys.readouterr().out
-    assert "died; replacing it" in out and "done: 16,000 agent steps" in out
+    assert "died (its process or node was lost); replacing it on the nodes left" in out and "done: 16,000 agent steps" in out
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["finished"] and summary["agent_steps"] == 16_000
     assert summary["updates"] == 16_000 // 40  # every update kept its full batch of 8 envs x 5 steps
+
+
+def test_where_a_run_joins_and_writes(monkeypatch, tmp_path):
+    """--address, else $RAY_ADDRESS (not the Jobs API's http:// one), else a Ray of the run's own;
+    runs under $RLSCALE_RUNS, else ~/rlscale-runs in a Ray job, else ./runs."""
+    from rlscale.config import runs_root
+    from rlscale.distributed.ray_pool import cluster_address
+
+    for name in ("RAY_ADDRESS", "RLSCALE_RUNS", "RAY_JOB_CONFIG_JSON_ENV_VAR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert cluster_address("") == ("", "") and runs_root() == Path("runs")
+    monkeypatch.setenv("RAY_ADDRESS", "http://127.0.0.1:8265")
+    assert cluster_address("") == ("", "")
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    assert cluster_address("") == ("10.0.0.1:6379", "$RAY_ADDRESS")
+    assert cluster_address("auto") == ("auto", "--address")
+    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", "{}")
+    assert runs_root() == tmp_path / "rlscale-runs"
+    monkeypatch.setenv("RLSCALE_RUNS", "~/shared")
+    assert runs_root() == tmp_path / "shared"

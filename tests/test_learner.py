@@ -73,8 +73,8 @@ def test_update_with_measurement_equals_update_without(kind, parts_every):
     rows = 5 * n_envs * CONV_POSITIONS[kind]
     torch.testing.assert_close(measured, plain, **sum_tolerance(rows, largest(plain - start)))
     assert m_plain["train/grad_norm"] == pytest.approx(m_measured["train/grad_norm"], rel=sum_tolerance(rows)["rtol"])
-    assert "noise/raw_grad_sq_total" in m_measured and "noise/raw_grad_sq_total" not in m_plain
-    assert ("noise/raw_grad_sq_policy" in m_measured) == (parts_every == 1)
+    assert "noise_raw/grad_sq_total" in m_measured and "noise_raw/grad_sq_total" not in m_plain
+    assert ("noise_raw/grad_sq_policy" in m_measured) == (parts_every == 1)
 
 
 @pytest.mark.parametrize("kind", ["mlp", "nature_cnn"])
@@ -415,8 +415,8 @@ def test_bf16_learner_stays_close_to_fp32():
         assert all(p.dtype == torch.float32 for p in learner.params)  # master weights stay fp32
     fp32, bf16 = results["fp32"], results["bf16"]
     assert bf16["train/grad_norm"] != fp32["train/grad_norm"]  # bf16 really ran
-    for key in ("train/grad_norm", "noise/raw_trace_sigma_total", "train/policy_loss", "train/value_loss"):
+    for key in ("train/grad_norm", "noise_raw/trace_sigma_total", "train/policy_loss", "train/value_loss"):
         assert bf16[key] == pytest.approx(fp32[key], rel=0.03), key
     # |G|^2 is a difference of nearly equal norms: compare it on the scale of tr(Sigma)/B.
-    scale = fp32["noise/raw_trace_sigma_total"] / 40
-    assert abs(bf16["noise/raw_grad_sq_total"] - fp32["noise/raw_grad_sq_total"]) < 0.05 * scale
+    scale = fp32["noise_raw/trace_sigma_total"] / 40
+    assert abs(bf16["noise_raw/grad_sq_total"] - fp32["noise_raw/grad_sq_total"]) < 0.05 * scale

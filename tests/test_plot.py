@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlscale import tags
 from rlscale.goals import rolling_mean
-from rlscale.reports.events import break_gaps
+from rlscale.reports.events import break_gaps, read_scalars
+from rlscale.reports.plot import batch_lines
 from rlscale.reports.plot import main as plot_main
 from rlscale.train import main as train_main
+from rlscale.training.logger import RunLogger
 
 
 def test_plot_of_a_short_run(tmp_path):
@@ -25,9 +28,30 @@ def test_plot_bad_input(tmp_path, capsys):
     assert "is not a directory" in err and "holds no TensorBoard events" in err
 
 
-def test_rolling_mean_and_gaps_by_hand():
+def test_rolling_mean_by_hand():
     np.testing.assert_allclose(rolling_mean(np.array([1, 2, 3, 4, 5]), 2), [1, 1.5, 2.5, 3.5, 4.5])
-    steps, values = break_gaps(np.array([10, 20, 30, 200, 210]), np.array([1, 2, 3, 4, 5]))
-    assert np.isnan(values[3]) and steps.size == 6
 
 
+def test_gaps_are_updates_without_a_value_not_long_intervals():
+    updates = np.array([10, 20, 30, 110, 190, 270])  # the batch grew 8x after step 30
+    steps, values = break_gaps(np.array([10, 20, 30, 110, 190, 270]), np.arange(6.0), updates)
+    assert not np.isnan(values).any() and steps.size == 6
+    steps, values = break_gaps(np.array([10, 20, 190, 270]), np.arange(4.0), updates)  # undefined at 30, 110
+    np.testing.assert_array_equal(np.isnan(values), [False, False, True, False, False])
+
+
+def test_plot_draws_every_point_of_a_run_whose_batch_grows_8x(tmp_path):
+    """Written through the run's own logger: 150 updates at a batch of 80, then 50 at 640."""
+    run_dir = tmp_path / "grows"
+    logger = RunLogger(str(run_dir))
+    step = 0
+    for update in range(200):
+        batch = 80 if update < 150 else 640
+        step += batch
+        logger.scalars({tags.N_ENVS: batch / 5, tags.OPTIMIZER_BATCH: batch,
+                        tags.noise("b_simple", "total"): 100.0 + update}, step)
+    logger.close()
+    lines = batch_lines(read_scalars(run_dir))
+    steps, values, *_ = lines["B_simple total"]
+    assert steps.size == 200 and not np.isnan(values).any()
+    assert plot_main([str(run_dir)]) == 0

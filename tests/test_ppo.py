@@ -85,7 +85,7 @@ def test_ppo_learns_cartpole(tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["mean_return"] >= 450
     tags = set(scalars(run_dir).Tags()["scalars"])
-    assert {"noise/b_simple", "noise/b_simple_total", "noise/b_simple_policy", "noise/b_simple_value",
+    assert {"noise/b_simple_total", "noise/b_simple_policy", "noise/b_simple_value",
             "train/approx_kl", "train/clipfrac", "train/explained_variance"} <= tags
 
 

@@ -138,7 +138,7 @@ def test_closed_loop_rllib_run_writes_native_tags_and_changes_its_env_count(tmp_
     events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     events.Reload()
     tags = set(events.Tags()["scalars"])
-    for tag in ("noise/b_simple", "noise/b_simple_total", "noise/grad_sq", "noise/trace_sigma", "rollout/episode_return",
+    for tag in ("noise/b_simple_total", "noise/grad_sq_total", "noise/trace_sigma_total", "rollout/episode_return",
                 "batch/n_envs", "batch/size", "batch/target", "train/lr", "train/approx_kl",
                 "train/explained_variance", "train/policy_loss", "train/value_loss", "train/entropy"):
         assert tag in tags, tag

@@ -117,3 +117,29 @@ def test_best_points_take_each_batch_size_at_its_fastest_learning_rate_reached_b
     hits = [runs[0].goal(250.0), runs[1].goal(250.0)]
     assert points[0].steps == pytest.approx(math.sqrt(hits[0].updates * hits[1].updates))  # geometric mean
     assert points[0].examples == pytest.approx(math.sqrt(hits[0].examples * hits[1].examples))
+
+
+def test_bootstrap_interval_of_a_ratio_spans_the_seeds_and_collapses_without_spread():
+    """pareto's 95 % interval of B_simple / B_crit: seeds resampled within each (batch, lr) cell."""
+    from rlscale.reports.pareto import analyse, bootstrap_ratios
+
+    def runs_with(spread: float) -> list[RunRecord]:
+        # Batches 40, 80, 160 reach the goal at agent steps 12k, 8k, 6k (S falls with B as eq. 2.11
+        # has it); the two seeds of each cell differ by +-spread in time and in their noise scale.
+        out = []
+        for n_envs, reach in ((8, 12_000), (16, 8_000), (32, 6_000)):
+            for sign in (-1, 1):
+                run = record(f"b{n_envs}-s{sign}", "fixed", n_envs, reach * (1 + sign * spread), 0.01,
+                             b_simple=100.0 * (1 + sign * spread))
+                run.scalars["noise/b_simple_total"] = run.scalars.pop("noise/b_simple")  # as runs log it now
+                out.append(run)
+        return out
+
+    same = runs_with(0.0)
+    (result,) = analyse(same, [250.0])
+    point = result.noise["total"] / result.fit.b_crit
+    assert bootstrap_ratios(same, 250.0)["total"] == pytest.approx((point, point))
+    spread = runs_with(0.2)
+    (result,) = analyse(spread, [250.0])
+    low, high = result.intervals["total"]
+    assert low < result.noise["total"] / result.fit.b_crit < high

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -28,8 +29,8 @@ pytestmark = pytest.mark.usefixtures("ray_instance")
 REQUIRED_TAGS = {
     "rollout/episode_return", "rollout/episode_length", "train/policy_loss", "train/value_loss",
     "train/entropy", "train/grad_norm", "train/lr", "batch/n_envs", "batch/size", "perf/steps_per_s",
-    "noise/b_simple_total", "noise/grad_sq", "noise/trace_sigma",
-    "noise/raw_grad_sq_total", "noise/raw_trace_sigma_total",
+    "noise/b_simple_total", "noise/grad_sq_total", "noise/trace_sigma_total",
+    "noise_raw/grad_sq_total", "noise_raw/trace_sigma_total",
 }
 
 
@@ -41,6 +42,33 @@ def scalars(run_dir: Path) -> EventAccumulator:
 
 def steps_of(run_dir: Path, tag: str) -> list[int]:
     return [e.step for e in scalars(run_dir).Scalars(tag)]
+
+
+def custom_scalars_charts(run_dir: Path) -> dict[str, list[str]]:
+    """{chart title: its tag patterns} of the custom-scalars layout in the run's events."""
+    from tensorboard.plugins.custom_scalar import layout_pb2, metadata
+
+    events = EventAccumulator(str(run_dir), size_guidance={"tensors": 0})
+    events.Reload()
+    layout = layout_pb2.Layout.FromString(events.Tensors(metadata.CONFIG_SUMMARY_TAG)[-1].tensor_proto.string_val[0])
+    return {chart.title: list(chart.multiline.tag) for category in layout.category for chart in category.chart}
+
+
+def charted(patterns: list[str], logged: set[str]) -> set[str]:
+    return {tag for tag in logged if any(re.fullmatch(p, tag) for p in patterns)}
+
+
+def duplicated_series(events: EventAccumulator) -> list[tuple[str, str]]:
+    """Pairs of tags whose series are the same points (a quantity logged twice)."""
+    series = {tag: tuple((e.step, e.value) for e in events.Scalars(tag)) for tag in events.Tags()["scalars"]}
+    seen: dict[tuple, str] = {}
+    pairs = []
+    for tag, points in sorted(series.items()):
+        if len(points) >= 3 and len({v for _, v in points}) > 1:  # a constant can match by coincidence
+            if points in seen:
+                pairs.append((seen[points], tag))
+            seen.setdefault(points, tag)
+    return pairs
 
 
 @pytest.mark.slow
@@ -77,12 +105,20 @@ def test_short_pong_run_through_actors_writes_tensorboard(tmp_path, capsys):
     assert not missing, missing
     returns = [e.value for e in events.Scalars("rollout/episode_return")]
     assert returns and all(-21 <= r <= 21 and r == int(r) for r in returns)  # game scores: -21..21
-    assert {"noise/b_simple_policy", "noise/raw_grad_sq_policy", "noise/raw_grad_sq_value"} <= tags
+    assert {"noise/b_simple_policy", "noise_raw/grad_sq_policy", "noise_raw/grad_sq_value"} <= tags
     sizes = [e.value for e in events.Scalars("batch/size")]
     assert set(sizes) == {100.0}  # 4 envs x 25 steps
     assert steps_of(run_dir, "batch/size") == list(range(100, 4401, 100))  # x-axis: agent steps
     assert (run_dir / "config.toml").is_file()
     assert checkpoint.list_checkpoints(run_dir)
+    assert duplicated_series(events) == []  # one tag per quantity
+    # The custom-scalars layout: the score, and the signal beside the batch, on charts of logged tags.
+    charts = custom_scalars_charts(run_dir)
+    assert charted(charts["score: episode return"], tags) == {"rollout/episode_return"}
+    noise_chart = charted(charts["noise scales, batch and target (observations; use the log axis)"], tags)
+    assert {"noise/b_simple_total", "batch/optimizer_batch"} <= noise_chart
+    assert "batch/starting_envs" not in tags  # a fixed batch starts no environments mid-run: no line at 0
+    assert "batch/exchange_rate" not in tags  # the cost model's quantities are --batch auto's
 
 
 def read_counters(run_dir: Path) -> dict:
@@ -183,7 +219,7 @@ def test_killed_actor_is_replaced_and_the_run_finishes(tmp_path, capsys):
     finally:
         run.engine.close()
         run.logger.close()
-    assert "rollout actor 0 died; replacing it" in capsys.readouterr().out
+    assert "rollout actor 0 died (its process or node was lost); replacing it" in capsys.readouterr().out
 
 
 def test_cartpole_episode_tags_and_goal_summary(tmp_path):
@@ -250,13 +286,13 @@ def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):
     assert sum(a != b for a, b in zip(n_envs[:-1], n_envs[1:], strict=True)) >= 2
     assert all(e.value > 0 for e in events.Scalars("perf/seconds_per_observation"))
     logged = {tag: {e.step: e.value for e in events.Scalars(tag)} for tag in
-              ("perf/overhead_seconds", "perf/seconds_per_observation", "batch/optimizer_batch", "noise/b_simple")}
+              ("perf/overhead_seconds", "perf/seconds_per_observation", "batch/optimizer_batch", "noise/b_simple_total")}
     checked = 0
     for e in events.Scalars("batch/predicted_speedup"):
         # Recomputed from the logged a, b, batch and B_simple with the closed form (docs/batch-control.md),
         # not with rlscale.control.cost: tau(B) = (a + b B)(1 + B_n / B), B* = sqrt(a B_n / b), B_n = B_simple / 2.
         a, b = logged["perf/overhead_seconds"][e.step], logged["perf/seconds_per_observation"][e.step]
-        batch, b_noise = logged["batch/optimizer_batch"][e.step], logged["noise/b_simple"][e.step] / 2
+        batch, b_noise = logged["batch/optimizer_batch"][e.step], logged["noise/b_simple_total"][e.step] / 2
 
         def tau(x, a=a, b=b, b_noise=b_noise):
             return (a + b * x) * (1 + b_noise / x)

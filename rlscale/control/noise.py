@@ -174,8 +174,8 @@ class NoiseMeter:
             self.pending[part] = 0.0
         if part in tags.METRICS:
             return {}
-        return {tags.noise("raw_grad_sq", part): sample.grad_sq,
-                tags.noise("raw_trace_sigma", part): sample.trace_sigma}
+        return {tags.raw_noise("grad_sq", part): sample.grad_sq,
+                tags.raw_noise("trace_sigma", part): sample.trace_sigma}
 
     def b_simple(self, part: str) -> float | None:
         """The noise scale of a signal (``tags.SIGNALS``): a part's B_simple, or a metric's B_P / B_noise."""
@@ -189,18 +189,15 @@ class NoiseMeter:
             return None
         return total.grad_sq / hessian.grad_sq if total.grad_sq > 0 and hessian.grad_sq > 0 else None
 
-    def metrics(self, signal: str | None = None) -> dict[str, float]:
-        """The averages of every part and metric; those of ``signal`` also under the part-less tags."""
+    def metrics(self) -> dict[str, float]:
+        """The averages of every part and metric, each under its one tag (``tags.signal_tag`` names the signal's)."""
         out: dict[str, float] = {}
         for part, ema in self.emas.items():
             names = (tags.METRIC_TAGS[part] if part in tags.METRICS else
                      tuple(tags.noise(q, part) for q in ("b_simple", "grad_sq", "trace_sigma")))
-            for quantity, name, value in zip(("b_simple", "grad_sq", "trace_sigma"), names,
-                                             (ema.b_simple, ema.grad_sq, ema.trace_sigma), strict=True):
+            for name, value in zip(names, (ema.b_simple, ema.grad_sq, ema.trace_sigma), strict=True):
                 if value is not None and ema.samples:
                     out[name] = value
-                    if part == signal:
-                        out[tags.noise(quantity)] = value
         eps_max = self.eps_max()
         if eps_max is not None:
             out[tags.EPS_MAX] = eps_max

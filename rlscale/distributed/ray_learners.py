@@ -139,7 +139,7 @@ class LearnerGroup:
 
     def __init__(self, cfg: Config, spec: EnvSpec) -> None:
         n = cfg.run.learners
-        self.owns_ray = init_ray(cfg.run.address)  # shut down on close only what we started
+        self.owns_ray = init_ray(cfg.run.address, log_to_driver=False)  # as RayPool: the driver speaks
         self.cfg = cfg
         gpu = cfg.run.learner_device == "cuda"
         # No CPU reservation: the learners and the rollout actors take turns (collect, then

@@ -27,27 +27,53 @@ from rlscale.errors import ActorFailures, UserError
 from rlscale.models.precision import InferenceChoice
 from rlscale.rollout.worker import Batch, Pool, RolloutWorker, SerialPool
 
+RAY_ADDRESS_VARIABLE = "RAY_ADDRESS"  # Ray's own: the cluster ray.init() joins
+RAY_LOGS = "/tmp/ray/session_latest/logs on each node"  # Ray's default place for them
 
-def _check_reachable(address: str, timeout: float = 5.0) -> None:
+
+def _check_reachable(address: str, named_by: str, timeout: float = 5.0) -> None:
     """Ray retries an unreachable GCS for minutes; a plain TCP probe fails in seconds."""
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
-        raise UserError(f"--address must be auto or HOST:PORT, got '{address}'")
+        raise UserError(f"{named_by} must be auto or HOST:PORT, got '{address}'")
     try:
         socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as err:
         raise UserError(
             f"cannot reach a Ray cluster at {address} ({err.strerror or err}); start one with "
-            "'ray start --head' or drop --address to run on this machine"
+            f"'ray start --head' or {_drop(named_by)} to run on this machine"
         ) from None
 
 
+def _drop(named_by: str) -> str:
+    return f"unset {named_by}" if named_by.startswith("$") else f"drop {named_by}"
+
+
+def cluster_address(address: str) -> tuple[str, str]:
+    """(the cluster to join, what named it): --address, else $RAY_ADDRESS, else ("", "") to start
+    a Ray of the run's own.
+
+    A Ray job's entrypoint has $RAY_ADDRESS set by Ray to its cluster (``ray job submit``), so
+    a job joins the cluster it was submitted to, as Ray's own ``ray.init()`` does. An http://
+    $RAY_ADDRESS is the Jobs API's (Ray's docs export one for ``ray job submit``): not a
+    cluster to join.
+    """
+    if address:
+        return address, "--address"
+    from_env = os.environ.get(RAY_ADDRESS_VARIABLE, "")
+    if from_env and not from_env.startswith(("http://", "https://")):
+        return from_env, f"${RAY_ADDRESS_VARIABLE}"
+    return "", ""
+
+
 def init_ray(address: str, log_to_driver: bool = True) -> bool:
-    """Start an embedded Ray, or join the cluster at ``address``; True when this call started it."""
+    """Start an embedded Ray, or join the cluster at ``address`` (or $RAY_ADDRESS: ``cluster_address``);
+    True when this call started it."""
     if ray.is_initialized():
         return False
+    address, named_by = cluster_address(address)
     if address and address != "auto":
-        _check_reachable(address)
+        _check_reachable(address, named_by)
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     try:
         if address:
@@ -64,7 +90,7 @@ def init_ray(address: str, log_to_driver: bool = True) -> bool:
         where = f"at '{address}'" if address else "embedded"
         raise UserError(
             f"cannot start or reach Ray {where} ({str(err).splitlines()[0]}); "
-            "check the address, or drop --address to run on this machine"
+            f"check the address, or {_drop(named_by or '--address')} to run on this machine"
         ) from None
     return True
 
@@ -138,7 +164,10 @@ class RayPool(Pool):
         if elastic:
             self.vector_envs_per_worker = [0] * self.workers_for(cfg.env.n_envs)
         n_actors = len(self.vector_envs_per_worker)
-        self.owns_ray = init_ray(cfg.run.address)  # shut down on close only what we started
+        # Shut down on close only what we started. The actors print nothing a user needs
+        # (the driver says what happens); forwarding their output brought a dying node's
+        # C++ stack traces (~70 lines) into the console. They stay in Ray's log files.
+        self.owns_ray = init_ray(cfg.run.address, log_to_driver=False)
         # Honest resources: a worker keeps one core busy while it steps; where
         # there are fewer cores than workers they share them, in equal shares
         # that pack onto the nodes (see actor_cpu_share). An elastic pool's actors
@@ -233,7 +262,7 @@ class RayPool(Pool):
             slow = time.monotonic() - self.started_at[w] > self.WAITING_NOTICE
             if slow and w not in self.ready and w not in self.waiting_said and self.vector_envs_per_worker[w]:
                 self.waiting_said.add(w)
-                where = (f"the Ray autoscaler was asked for {len(self.actors)} CPUs" if self.cfg.run.address else
+                where = (f"the Ray autoscaler was asked for {len(self.actors)} CPUs" if cluster_address(self.cfg.run.address)[0] else
                          "this machine's Ray has no autoscaler: lower --max-envs or join a cluster with --address")
                 print(f"rollout actor {w} waits for a free CPU ({where}); its environments join when it runs",
                       flush=True)
@@ -294,7 +323,9 @@ class RayPool(Pool):
                 f"{self.failures} rollout actor failures (limit --max-actor-failures "
                 f"{self.cfg.run.max_actor_failures}); check the environment and memory"
             )
-        print(f"rollout actor {w} died; replacing it ({self.failures} failures so far)", flush=True)
+        print(f"rollout actor {w} died (its process or node was lost); replacing it on the nodes left "
+              f"({self.failures} failures so far; Ray's own messages are in its logs, "
+              f"{RAY_LOGS})", flush=True)
         self.actors[w] = self._start_replacement(w)
         self.placed[w] = self.actors[w].node_id.remote()
         adds = [self.actors[w].add_vector_env.remote(*self._new_vector_ids())

@@ -26,11 +26,20 @@ def read_scalars(run_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def break_gaps(steps: np.ndarray, values: np.ndarray, factor: float = 5.0) -> tuple[np.ndarray, np.ndarray]:
-    """Insert NaN where a series skips (e.g. while B_simple is undefined), so plots show the gap."""
-    if steps.size < 3:
-        return steps, values.astype(float)
-    diffs = np.diff(steps)
-    gaps = np.flatnonzero(diffs > factor * np.median(diffs))
+def break_gaps(steps: np.ndarray, values: np.ndarray,
+               update_steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Insert NaN between two points of a series where updates were logged without it (e.g.
+    while B_simple was undefined), so plots show the gap.
+
+    ``update_steps``: the step of every logged update (a tag logged at each one). A gap is
+    an update between two points, not a long step interval: a batch that grows 8x
+    spaces its updates 8x wider without skipping any.
+    """
+    if steps.size < 2:
+        return steps.astype(float), values.astype(float)
+    update_steps = np.sort(update_steps)
+    between = (np.searchsorted(update_steps, steps[1:], side="left")
+               - np.searchsorted(update_steps, steps[:-1], side="right"))
+    gaps = np.flatnonzero(between > 0)
     return (np.insert(steps.astype(float), gaps + 1, np.nan),
             np.insert(values.astype(float), gaps + 1, np.nan))

@@ -8,6 +8,8 @@ Next to B_crit stand the noise scales the runs measured (total, policy and
 value loss), each averaged over training up to the goal (appendix D), with
 their ratio to B_crit.
 
+Each ratio comes with a 95 % bootstrap interval over the seeds (``bootstrap_ratios``).
+
 Seeds: a (batch size, learning rate) pair counts for a goal only if every one
 of its seeds reached it; its S and E are the geometric means over the seeds.
 The best learning rate is the one with the fewest steps. Adaptive runs given
@@ -22,7 +24,7 @@ import csv
 import math
 import sys
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +34,14 @@ from rlscale.cli import Parser, writable_dir
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.reports.pareto_fit import MIN_POINTS, ParetoFit, fit_pareto
 from rlscale.reports.plot import save_figure
-from rlscale.reports.runs import RunRecord, add_run_arguments, format_number, goals_of, load_runs
+from rlscale.reports.runs import (
+    GoalHit,
+    RunRecord,
+    add_run_arguments,
+    format_number,
+    goals_of,
+    load_runs,
+)
 
 
 @dataclass
@@ -52,26 +61,36 @@ class GoalResult:
     fit: ParetoFit | None
     noise: dict[str, float | None]  # part -> B_simple averaged up to the goal
     message: str = ""
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)  # signal -> 95 % of its ratio
 
 
 def optimizer_batch(run: RunRecord) -> float:
     return run.cfg.env.n_envs * run.cfg.observations_per_env
 
 
-def best_points(runs: list[RunRecord], goal: float) -> list[FrontPoint]:
-    """One point per batch size: the learning rate that reached the goal in the fewest steps."""
-    configs: dict[tuple[float, float], list[RunRecord]] = defaultdict(list)
+def grid_cells(runs: list[RunRecord]) -> dict[tuple[float, float], list[RunRecord]]:
+    """The runs of each (batch size, learning rate): the seeds of one cell of the sweep's grid."""
+    cells: dict[tuple[float, float], list[RunRecord]] = defaultdict(list)
     for run in runs:
-        configs[(optimizer_batch(run), run.cfg.agent.lr)].append(run)
+        cells[(optimizer_batch(run), run.cfg.agent.lr)].append(run)
+    return cells
+
+
+def best_points(runs: list[RunRecord], goal: float,
+                hits: dict[int, GoalHit | None] | None = None) -> list[FrontPoint]:
+    """One point per batch size: the learning rate that reached the goal in the fewest steps.
+
+    ``hits``: each run's ``goal(goal)`` by ``id(run)``, computed once for many calls (the bootstrap).
+    """
     best: dict[float, FrontPoint] = {}
-    for (batch, lr), group in sorted(configs.items()):
-        hits = [run.goal(goal) for run in group]
-        if any(hit is None for hit in hits):
+    for (batch, lr), group in sorted(grid_cells(runs).items()):
+        group_hits = [run.goal(goal) if hits is None else hits[id(run)] for run in group]
+        if any(hit is None for hit in group_hits):
             continue  # a seed that never got there: this learning rate does not reach the goal
         point = FrontPoint(batch, lr,
-                           float(np.exp(np.mean([math.log(h.updates) for h in hits]))),
-                           float(np.exp(np.mean([math.log(h.examples) for h in hits]))),
-                           group, [h.agent_steps for h in hits])
+                           float(np.exp(np.mean([math.log(h.updates) for h in group_hits]))),
+                           float(np.exp(np.mean([math.log(h.examples) for h in group_hits]))),
+                           group, [h.agent_steps for h in group_hits])
         if batch not in best or point.steps < best[batch].steps:
             best[batch] = point
     return [best[b] for b in sorted(best)]
@@ -85,6 +104,38 @@ def averaged_noise(points: list[FrontPoint], part: str) -> float | None:
     return float(np.mean(values)) if values else None
 
 
+def bootstrap_ratios(runs: list[RunRecord], goal: float, draws: int = 200,
+                     seed: int = 0) -> dict[str, tuple[float, float]]:
+    """95 % percentile intervals of each signal's ratio to B_crit at a goal.
+
+    Each draw resamples the seeds of every (batch size, learning rate) cell with
+    replacement, then does what ``analyse`` does: the best learning rate per batch,
+    the eq. 2.11 fit, each noise scale averaged over the chosen runs. So the interval
+    carries the seeds' spread into the choice of learning rate, the fit and the
+    average alike. Draws where fewer than ``MIN_POINTS`` batch sizes reach the goal
+    are dropped; a signal gets no interval unless most draws give it a ratio.
+    """
+    rng = np.random.default_rng(seed)
+    hits = {id(run): run.goal(goal) for run in runs}
+    noise = {(id(run), signal): run.mean_noise_scale(signal, until=hits[id(run)].agent_steps)
+             for run in runs if hits[id(run)] is not None for signal in tags.SIGNALS}
+    cells = list(grid_cells(runs).values())
+    ratios: dict[str, list[float]] = defaultdict(list)
+    for _ in range(draws):
+        sample = [group[i] for group in cells for i in rng.integers(len(group), size=len(group))]
+        points = best_points(sample, goal, hits)
+        if len(points) < MIN_POINTS:
+            continue
+        fit = fit_pareto(np.array([p.steps for p in points]), np.array([p.examples for p in points]))
+        for signal in tags.SIGNALS:
+            values = [noise[(id(run), signal)] for p in points for run in p.runs]
+            values = [v for v in values if v is not None]
+            if values:
+                ratios[signal].append(float(np.mean(values)) / fit.b_crit)
+    return {signal: (float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5)))
+            for signal, v in ratios.items() if len(v) > draws / 2}
+
+
 def analyse(runs: list[RunRecord], goals: list[float]) -> list[GoalResult]:
     results = []
     for goal in goals:
@@ -95,7 +146,7 @@ def analyse(runs: list[RunRecord], goals: list[float]) -> list[GoalResult]:
                                       f"reached at {len(points)} batch size(s); {MIN_POINTS} are needed to fit"))
             continue
         fit = fit_pareto(np.array([p.steps for p in points]), np.array([p.examples for p in points]))
-        results.append(GoalResult(goal, points, fit, noise))
+        results.append(GoalResult(goal, points, fit, noise, intervals=bootstrap_ratios(runs, goal)))
     return results
 
 
@@ -116,10 +167,13 @@ def rows_of(results: list[GoalResult]) -> list[dict[str, float | int | str | Non
             value = r.noise[signal]
             row[SIGNAL_COLUMNS[signal]] = value
             row[f"{signal} / B_crit"] = value / fit.b_crit if (value is not None and fit) else None
+            low, high = r.intervals.get(signal, (None, None))
+            row[f"{signal} / B_crit 2.5%"], row[f"{signal} / B_crit 97.5%"] = low, high
         row["note"] = r.message
         rows.append(row)
     # A metric no run measured (runs made with --no-measure-curvature) gets no columns.
-    unmeasured = [key for m in tags.METRICS for key in (SIGNAL_COLUMNS[m], f"{m} / B_crit")
+    unmeasured = [key for m in tags.METRICS
+                  for key in (SIGNAL_COLUMNS[m], f"{m} / B_crit", f"{m} / B_crit 2.5%", f"{m} / B_crit 97.5%")
                   if all(row[key] is None for row in rows)]
     return [{k: v for k, v in row.items() if k not in unmeasured} for row in rows]
 
@@ -130,7 +184,8 @@ def print_table(rows: list[dict]) -> None:
     from rich.table import Table
 
     table = Table(header_style="bold")
-    keys = [k for k in rows[0] if k != "note" or any(r["note"] for r in rows)]
+    # A ratio's interval goes into its cell: "0.77 [0.61, 0.95]".
+    keys = [k for k in rows[0] if (k != "note" or any(r["note"] for r in rows)) and not k.endswith("%")]
     for key in keys:
         table.add_column(escape(key), justify="left" if key == "note" else "right")
     for row in rows:
@@ -141,8 +196,12 @@ def print_table(rows: list[dict]) -> None:
                 cells.append(value)
             elif key == "goal":
                 cells.append(f"{value:g}")
+            elif key.endswith("/ B_crit"):
+                cell = format_number(value, ".2f")
+                low, high = row.get(f"{key} 2.5%"), row.get(f"{key} 97.5%")
+                cells.append(cell + (f" [{low:.2f}, {high:.2f}]" if low is not None else ""))
             else:
-                cells.append(format_number(value, ".2f" if "/ B_crit" in key else ",.0f"))
+                cells.append(format_number(value, ",.0f"))
         table.add_row(*(escape(c) for c in cells))
     Console(width=200).print(table)
 

@@ -73,7 +73,7 @@ def stretches_of(run: RunRecord, until: float, crit_ratio: float | None = None) 
     """
     steps, updates = series(run, tags.UPDATES)
     batch = np.interp(steps, *series(run, tags.OPTIMIZER_BATCH))
-    noise_steps, noise = series(run, tags.B_SIMPLE)
+    noise_steps, noise = series(run, run.signal_tag)
     # Held flat before the first and after the last value.
     noise_at = np.interp(steps, noise_steps, noise) / crit_ratio_of(run, crit_ratio)
     done = np.diff(updates, prepend=0.0)

@@ -1,9 +1,10 @@
 """``python -m rlscale.plot <run dir>``: one PNG of a run for people who would rather look.
 
 Four panels against agent steps: episode return (and its mean over the goal
-window of 20 episodes), the noise scales (total, policy, value; log scale), the number of
-environments, the learning rate. Gaps in a noise-scale line are stretches where
-it was undefined (its |G|^2 average was not positive).
+window of 20 episodes), the noise scales (B_simple of the total, policy and value
+losses, B_P and B_noise where measured; log scale) with the optimizer batch and the
+controller's target, the number of environments, the learning rate. Gaps in a
+noise-scale line are updates where it was undefined (its |G|^2 average was not positive).
 """
 
 from __future__ import annotations
@@ -11,11 +12,30 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from rlscale import tags
 from rlscale.cli import Parser
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.goals import GOAL_WINDOW, rolling_mean
 from rlscale.reports.events import break_gaps, read_scalars
+
+
+def batch_lines(data: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, tuple]:
+    """{label: (steps, values, color, line style)} of the noise-scale panel: each noise scale
+    with NaN at the updates where it was undefined, the optimizer batch and the target."""
+    updates = data[tags.N_ENVS][0] if tags.N_ENVS in data else np.zeros(0)  # logged at every update
+    noise_lines = [(tags.noise("b_simple", part), f"B_simple {part}", color)
+                   for part, color in (("total", "tab:blue"), ("policy", "tab:red"), ("value", "tab:green"))]
+    noise_lines += [(tags.signal_tag(m), tags.METRIC_LABELS[m], color)
+                    for m, color in zip(tags.METRICS, ("tab:orange", "tab:brown"), strict=True)]
+    out = {label: (*break_gaps(*data[tag], updates), color, "-") for tag, label, color in noise_lines if tag in data}
+    # The noise scale compares with the batch of one optimizer step (PPO: a minibatch).
+    if tags.OPTIMIZER_BATCH in data:
+        out["optimizer batch (observations)"] = (*data[tags.OPTIMIZER_BATCH], "black", "--")
+    if tags.TARGET in data:
+        out["controller's target"] = (*break_gaps(*data[tags.TARGET], updates), "gray", ":")
+    return out
 
 
 def plot_run(run_dir: Path, out: Path, title: str | None = None) -> Path:
@@ -35,13 +55,8 @@ def plot_run(run_dir: Path, out: Path, title: str | None = None) -> Path:
         ax.legend(loc="lower right")
     ax.set_ylabel("episode return")
     ax = axes[1]
-    for part, color in (("total", "tab:blue"), ("policy", "tab:red"), ("value", "tab:green")):
-        tag = tags.noise("b_simple", part)
-        if tag in data:
-            ax.plot(*break_gaps(*data[tag]), color=color, label=f"B_simple {part}")
-    # The noise scale compares with the batch of one optimizer step (PPO: a minibatch).
-    if tags.OPTIMIZER_BATCH in data:
-        ax.plot(*data[tags.OPTIMIZER_BATCH], color="black", ls="--", label="optimizer batch (observations)")
+    for label, (steps, values, color, style) in batch_lines(data).items():
+        ax.plot(steps, values, color=color, ls=style, label=label)
     ax.set_yscale("log")
     ax.set_ylabel("observations")
     ax.legend(loc="upper left", fontsize=8)

@@ -82,6 +82,12 @@ class RunRecord:
             raise UserError(f"{self.path}: no '{tag}' scalars; was it written by rlscale.train?")
         return value_at(*self.scalars[tag], step)
 
+    @property
+    def signal_tag(self) -> str:
+        """The tag of the noise scale the run's controller followed (older runs logged it part-less too)."""
+        tag = tags.signal_tag(self.cfg.control.signal)
+        return tags.LEGACY_SIGNAL if tag not in self.scalars and tags.LEGACY_SIGNAL in self.scalars else tag
+
     def wall_at(self, step: float) -> float | None:
         curve = self.wall_curve()
         return value_at(*curve, step) if curve is not None else None
@@ -97,7 +103,7 @@ class RunRecord:
         the estimate also spikes) make little progress and weigh little. Updates
         where B_simple was undefined are not in the log and do not enter.
         """
-        tag = tags.METRIC_TAGS[part][0] if part in tags.METRICS else tags.noise("b_simple", part)
+        tag = self.signal_tag if part is None else tags.signal_tag(part)
         if tag not in self.scalars:
             return None
         steps, values = self.scalars[tag]

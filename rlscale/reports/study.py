@@ -170,7 +170,7 @@ def fixed_runs_cost(runs: list[RunRecord]) -> Fit | None:
 def run_ceiling(run: RunRecord, goal: float, fit: Fit, crit_ratio: float | None) -> float | None:
     """How much sooner the run would have reached ``goal`` at B* at every update (None: never reached)."""
     hit = run.goal(goal)
-    if hit is None or tags.B_SIMPLE not in run.scalars:
+    if hit is None or run.signal_tag not in run.scalars:
         return None
     stretches = stretches_of(run, hit.agent_steps, crit_ratio)
     if not stretches:

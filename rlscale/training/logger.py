@@ -5,6 +5,7 @@ The x-axis of every scalar is agent steps (one env step of one environment).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
@@ -44,12 +45,43 @@ class StepRate:
         return self.per_second
 
 
+def custom_scalars_layout(signal: str) -> dict[str, dict[str, list]]:
+    """The charts a run's TensorBoard opens with (its CUSTOM SCALARS tab): the score, then the
+    noise scales beside the batch and the controller's target, the learning rate, throughput.
+
+    Custom scalars match tags by regular expression: each is anchored so it picks one tag.
+    """
+    def lines(*names: str) -> list:
+        return ["Multiline", [f"^{re.escape(name)}$" for name in dict.fromkeys(names)]]
+
+    noise_scales = (tags.signal_tag(signal), *(tags.signal_tag(s) for s in ("total", *tags.METRICS)))
+    return {
+        "rlscale": {
+            "score: episode return": lines(tags.EPISODE_RETURN),
+            "noise scales, batch and target (observations; use the log axis)":
+                lines(*noise_scales, tags.OPTIMIZER_BATCH, tags.TARGET),
+            "environments": lines(tags.N_ENVS, tags.STARTING_ENVS),
+            "learning rate": lines(tags.LR),
+            "throughput: agent steps per second": lines(tags.STEPS_PER_S),
+        },
+        "noise scale of each loss part": {
+            "B_simple per part": lines(*(tags.noise("b_simple", p) for p in tags.PARTS)),
+            "|G|^2 per part": lines(*(tags.noise("grad_sq", p) for p in tags.PARTS)),
+            "tr(Sigma) per part": lines(*(tags.noise("trace_sigma", p) for p in tags.PARTS)),
+        },
+    }
+
+
 class RunLogger:
     def __init__(self, run_dir: str, purge_step: int | None = None) -> None:
         # purge_step drops events a killed run wrote after its last checkpoint,
         # so a resumed run has no duplicate points.
         self.writer = SummaryWriter(run_dir, purge_step=purge_step, flush_secs=10)
         self.last_print = 0.0
+
+    def layout(self, signal: str) -> None:
+        """Write the custom-scalars layout (``custom_scalars_layout``) into the run's events."""
+        self.writer.add_custom_scalars(custom_scalars_layout(signal))
 
     def scalars(self, metrics: dict[str, float], step: int) -> None:
         for key, value in metrics.items():

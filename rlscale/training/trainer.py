@@ -20,7 +20,7 @@ from typing import Any
 
 from rlscale import tags
 from rlscale.cli import writable_dir
-from rlscale.config import Config, dumps_toml
+from rlscale.config import Config, dumps_toml, runs_root
 from rlscale.control.controller import BatchController
 from rlscale.control.cost import predicted_speedup
 from rlscale.errors import ActorFailures, UserError
@@ -112,6 +112,7 @@ def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None) -> Ru
     state.warmup_steps += engine.start_warmup_steps  # a resumed run starts new environments too
     # Events past the checkpoint were written by the killed process: TensorBoard drops them.
     logger = RunLogger(str(run_dir), purge_step=state.agent_steps + 1 if saved else None)
+    logger.layout(cfg.control.signal)
     # Trend points every 0.5 % of the budget: the last 10 span 5 % of it.
     return Run(cfg, run_dir, engine, controller, logger, state, window,
                GoalForecast(spacing=cfg.total_agent_steps / 200))
@@ -217,16 +218,19 @@ def train_loop(run: Run) -> None:
         s.wall_seconds += time.perf_counter() - start
 
         steps_per_s = rate.update(s.agent_steps)
-        metrics |= engine.noise.metrics(cfg.control.signal) if cfg.noise.measure_noise else {}
+        metrics |= engine.noise.metrics() if cfg.noise.measure_noise else {}
         metrics |= {
             # n_envs counts environments still starting up; size is what this update trained on.
-            tags.N_ENVS: s.n_envs, tags.STARTING_ENVS: result.starting_envs,
-            tags.SIZE: result.agent_steps, tags.OPTIMIZER_BATCH: result.optimizer_batch,
+            tags.N_ENVS: s.n_envs, tags.SIZE: result.agent_steps, tags.OPTIMIZER_BATCH: result.optimizer_batch,
             tags.STEPS_PER_S: steps_per_s, tags.WALL_SECONDS: s.wall_seconds,
             tags.LR: lr, tags.UPDATES: engine.optimizer_steps, tags.EXAMPLES: s.examples,
         }
         if decision.target_batch is not None:
             metrics[tags.TARGET] = decision.target_batch
+        # Only where the batch moves (environments start in the background after a resize):
+        # with a fixed batch it is a line at 0 through the whole run.
+        if cfg.control.batch != "fixed":
+            metrics[tags.STARTING_ENVS] = result.starting_envs
         run.logger.scalars(metrics, s.agent_steps)
         run.forecast.add(s.agent_steps, run.window.full_mean)
         printed = run.logger.progress(s.agent_steps, total, steps_per_s, run.window, s.n_envs, run.signal,
@@ -247,7 +251,9 @@ def train_loop(run: Run) -> None:
 def cost_metrics(run: Run, result: UpdateResult) -> dict[str, float]:
     """The cost model's a, b and exchange rate, and the speed-up it predicts for B* (when it can)."""
     fit = run.controller.cost.fit
-    if fit is None:
+    # Only --batch auto aims at B* with the model; in other modes its fit rests on the few
+    # sizes the batch passed through (r read 1e6 in a critical run) and means nothing.
+    if fit is None or run.cfg.control.batch != "auto":
         return {}
     # The model is fitted in optimizer-batch units; b per observation divides by the
     # observations each optimizer-batch observation stands for (PPO: the minibatch count).
@@ -288,9 +294,10 @@ def open_run_dir(cfg: Config, run_dir: Path) -> None:
     """Check the run directory, say where it is and how to watch it, save the config."""
     writable_dir(run_dir)
     print(f"run directory: {run_dir}", flush=True)
-    # A run named by default sits in runs/ beside the others, so TensorBoard shows them all;
-    # a directory the user named is watched alone (its parent may be /tmp or a home folder).
-    print(f"watch it:      tensorboard --logdir {run_dir.parent if not cfg.run.run_dir else run_dir}", flush=True)
+    # A run named by default sits in the runs root beside the others, so TensorBoard shows them
+    # all; a directory the user named is watched alone (its parent may be /tmp or a home folder).
+    print(f"watch it:      tensorboard --logdir {run_dir.parent if run_dir.parent == runs_root() else run_dir}",
+          flush=True)
     (run_dir / CONFIG_FILE).write_text(dumps_toml(cfg))
 
 
