@@ -49,6 +49,9 @@ cleanup() {
     if id "$NODE_USER" >/dev/null 2>&1; then
         pkill -KILL -u "$NODE_USER" 2>/dev/null
         sleep 1
+        # What its processes left in the shared /tmp: the client's cached cluster configs,
+        # SSH control sockets, Python's and torch's temporary folders.
+        find /tmp -maxdepth 1 -user "$NODE_USER" -exec rm -rf {} + 2>/dev/null
         userdel -r "$NODE_USER" >/dev/null 2>&1
     fi
     [ -n "$SSHD_PID" ] && kill "$SSHD_PID" 2>/dev/null
@@ -145,7 +148,7 @@ grep -q "\.venv" <(ssh -q -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev
     "$NODE_USER@127.0.0.1" "ls -a ~/rlscale") || fail "the node has no venv of its own"
 echo "ray up: done; waiting for the worker node (the head's autoscaler sets it up)"
 for _ in $(seq 180); do
-    nodes=$(as_user "$RAY" exec "$CFG" "RAY_AUTH_MODE=token python -c 'import ray; ray.init(logging_level=\"ERROR\"); print(\"alive\", sum(n[\"Alive\"] for n in ray.nodes()))'" 2>/dev/null | grep -o "alive [0-9]*" | cut -d" " -f2 || true)
+    nodes=$(as_user "$RAY" exec "$CFG" "RAY_AUTH_MODE=token ~/rlscale/.venv/bin/python -c 'import ray; ray.init(logging_level=\"ERROR\"); print(\"alive\", sum(n[\"Alive\"] for n in ray.nodes()))'" 2>/dev/null | grep -o "alive [0-9]*" | cut -d" " -f2 || true)
     [ "${nodes:-0}" -ge 2 ] && break
     sleep 5
 done
