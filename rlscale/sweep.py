@@ -151,11 +151,15 @@ def run_sweep(env: str, agent: str | None, overrides: dict[str, Any], trials: li
         )
         results = tuner.fit()
     failed = [r for r in results if r.error is not None]
-    print(f"{len(todo) - len(failed)} of {len(todo)} trials finished; analyse with: "
-          f"python -m rlscale.pareto {sweep_dir}")
+    # Counted from the trials' own summaries: an interrupted sweep (Ctrl-C) ends its
+    # trials without an error, and they are not finished.
+    finished = sum(trial_state(Path(cfg.run.run_dir)) == "finished" for _, cfg, _ in planned)
+    print(f"{finished} of {len(planned)} trials finished; analyse with: python -m rlscale.pareto {sweep_dir}")
+    if finished < len(planned):
+        print(f"{len(planned) - finished} not finished: the same command resumes them", flush=True)
     for result in failed:
         print(f"failed: {result.path}: {str(result.error).splitlines()[0]}", file=sys.stderr)
-    return 1 if failed else 0
+    return 1 if failed or finished < len(planned) else 0
 
 
 def parser() -> Parser:
