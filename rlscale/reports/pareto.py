@@ -184,7 +184,7 @@ def print_table(rows: list[dict]) -> None:
     from rich.table import Table
 
     table = Table(header_style="bold")
-    # A ratio's interval goes into its cell: "0.77 [0.61, 0.95]".
+    # A ratio's interval goes into its cell: "0.77 [0.61, 0.95]" (two digits: a bound can be 1e+10).
     keys = [k for k in rows[0] if (k != "note" or any(r["note"] for r in rows)) and not k.endswith("%")]
     for key in keys:
         table.add_column(escape(key), justify="left" if key == "note" else "right")
@@ -199,7 +199,7 @@ def print_table(rows: list[dict]) -> None:
             elif key.endswith("/ B_crit"):
                 cell = format_number(value, ".2f")
                 low, high = row.get(f"{key} 2.5%"), row.get(f"{key} 97.5%")
-                cells.append(cell + (f" [{low:.2f}, {high:.2f}]" if low is not None else ""))
+                cells.append(cell + (f" [{low:.2g}, {high:.2g}]" if low is not None else ""))
             else:
                 cells.append(format_number(value, ",.0f"))
         table.add_row(*(escape(c) for c in cells))
