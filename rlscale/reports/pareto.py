@@ -96,16 +96,22 @@ def best_points(runs: list[RunRecord], goal: float,
     return [best[b] for b in sorted(best)]
 
 
-def averaged_noise(points: list[FrontPoint], part: str) -> float | None:
-    """Mean over the front's runs of each run's B_simple averaged up to where it reached the goal."""
-    values = [run.mean_noise_scale(part, until=at) for p in points
-              for run, at in zip(p.runs, p.agent_steps, strict=True)]
+def goal_noise(runs: list[RunRecord], hits: dict[int, GoalHit | None]) -> dict[tuple[int, str], float | None]:
+    """Each run's noise scales averaged up to where it reached the goal, by (``id(run)``, signal)."""
+    return {(id(run), signal): run.mean_noise_scale(signal, until=hits[id(run)].agent_steps)
+            for run in runs if hits[id(run)] is not None for signal in tags.SIGNALS}
+
+
+def averaged_noise(points: list[FrontPoint], part: str, noise: dict[tuple[int, str], float | None]) -> float | None:
+    """Mean over the front's runs of each run's noise scale averaged up to where it reached the goal."""
+    values = [noise[(id(run), part)] for p in points for run in p.runs]
     values = [v for v in values if v is not None]
     return float(np.mean(values)) if values else None
 
 
-def bootstrap_ratios(runs: list[RunRecord], goal: float, draws: int = 200,
-                     seed: int = 0) -> dict[str, tuple[float, float]]:
+def bootstrap_ratios(runs: list[RunRecord], goal: float, draws: int = 200, seed: int = 0,
+                     hits: dict[int, GoalHit | None] | None = None,
+                     noise: dict[tuple[int, str], float | None] | None = None) -> dict[str, tuple[float, float]]:
     """95 % percentile intervals of each signal's ratio to B_crit at a goal.
 
     Each draw resamples the seeds of every (batch size, learning rate) cell with
@@ -114,11 +120,11 @@ def bootstrap_ratios(runs: list[RunRecord], goal: float, draws: int = 200,
     carries the seeds' spread into the choice of learning rate, the fit and the
     average alike. Draws where fewer than ``MIN_POINTS`` batch sizes reach the goal
     are dropped; a signal gets no interval unless most draws give it a ratio.
+    ``hits`` and ``noise``: ``analyse``'s (the goal's crossings and ``goal_noise``), when it has them.
     """
     rng = np.random.default_rng(seed)
-    hits = {id(run): run.goal(goal) for run in runs}
-    noise = {(id(run), signal): run.mean_noise_scale(signal, until=hits[id(run)].agent_steps)
-             for run in runs if hits[id(run)] is not None for signal in tags.SIGNALS}
+    hits = hits if hits is not None else {id(run): run.goal(goal) for run in runs}
+    noise = noise if noise is not None else goal_noise(runs, hits)
     cells = list(grid_cells(runs).values())
     ratios: dict[str, list[float]] = defaultdict(list)
     for _ in range(draws):
@@ -128,10 +134,9 @@ def bootstrap_ratios(runs: list[RunRecord], goal: float, draws: int = 200,
             continue
         fit = fit_pareto(np.array([p.steps for p in points]), np.array([p.examples for p in points]))
         for signal in tags.SIGNALS:
-            values = [noise[(id(run), signal)] for p in points for run in p.runs]
-            values = [v for v in values if v is not None]
-            if values:
-                ratios[signal].append(float(np.mean(values)) / fit.b_crit)
+            value = averaged_noise(points, signal, noise)
+            if value is not None:
+                ratios[signal].append(value / fit.b_crit)
     return {signal: (float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5)))
             for signal, v in ratios.items() if len(v) > draws / 2}
 
@@ -139,14 +144,16 @@ def bootstrap_ratios(runs: list[RunRecord], goal: float, draws: int = 200,
 def analyse(runs: list[RunRecord], goals: list[float]) -> list[GoalResult]:
     results = []
     for goal in goals:
-        points = best_points(runs, goal)
-        noise = {signal: averaged_noise(points, signal) for signal in tags.SIGNALS}
+        hits = {id(run): run.goal(goal) for run in runs}
+        at_goal = goal_noise(runs, hits)
+        points = best_points(runs, goal, hits)
+        noise = {signal: averaged_noise(points, signal, at_goal) for signal in tags.SIGNALS}
         if len(points) < MIN_POINTS:
             results.append(GoalResult(goal, points, None, noise,
                                       f"reached at {len(points)} batch size(s); {MIN_POINTS} are needed to fit"))
             continue
         fit = fit_pareto(np.array([p.steps for p in points]), np.array([p.examples for p in points]))
-        results.append(GoalResult(goal, points, fit, noise, intervals=bootstrap_ratios(runs, goal)))
+        results.append(GoalResult(goal, points, fit, noise, intervals=bootstrap_ratios(runs, goal, hits=hits, noise=at_goal)))
     return results
 
 
