@@ -1,246 +1,237 @@
-"""Pong A2C throughput, side by side in one run: rlscale against a lean hand-written loop.
+"""Pong's ceiling on this machine, and rlscale's default runs against it and the lean peers, quiet and busy.
 
-    python benchmarks/bench.py [--seconds 30] [--envs 16 64] [--no-bf16]
+    python benchmarks/bench.py [--seconds 60] [--no-busy]
 
-Rows, each at 16 and 64 environments (5 steps per update), agent steps per
-second and the ratio to the lean loop:
+1. **The ceiling.** CPU milliseconds per agent step of each part of the work,
+   one thread each, timed in this process: the emulator (ale-py's native
+   vector env, 8 envs, random actions), the rollout's inference (the Nature
+   CNN's forward pass and an action sample on 8 rows, fp32) and the learner
+   (PPO: 16 minibatch updates of 256 rows per 1,024 steps, CleanRL's
+   settings; A2C: one update of 16 envs x 5 steps), in fp32 and, on a CPU
+   with bf16 units, with the learner in bf16 autocast. With perfect overlap
+   on all cores the machine cannot step faster than cores / (the parts' sum).
+2. **The rows**, each the same wall time, one after the other: rlscale's
+   default PPO (what ``python -m rlscale.train pong`` runs: its engine, 2 Ray
+   actors, precisions and learner threads as it chooses them) against the
+   lean single-process PPO, and the A2C defaults at 16 envs against the
+   lean A2C; then all four again beside one busy process (a one-core Python
+   loop, started before each row so that its start-up sees the load).
 
-* emulator alone: ale-py's native vector env with random actions;
-* lean loop: the single-process A2C a user writes by hand (CleanRL style):
-  one vector env, Nature CNN in plain fp32, sample actions, n-step returns,
-  one backward pass, TF-style RMSprop; no Ray, no noise scale;
-* rlscale serial: rlscale's pool and learner in one process (noise scale on);
-* rlscale actors, noise off / noise on: 2 Ray actors step the envs, the
-  learner (2 torch threads) runs in this process, one phase after the other;
-  and noise on with the actors' precision and layout timed at start-up
-  (learner fp32), and with the learner in bf16 autocast (--no-bf16 leaves it
-  out); every other row runs the actors in fp32;
-* overlap: the actors collect the next batch while the learner trains on this
-  one (--overlap), with 2 or 1 actors and 1 learner thread, the noise scale
-  off or on, the learner in fp32 or in the precision timed at start-up (auto);
-* the A2C defaults: what ``python -m rlscale.train pong --agent a2c`` runs
-  (actors and learner timed at start-up), and the same with the actors in fp32.
-
-Every row is the training loop's own engine (``NativeEngine``: pool and learner).
-Each row also reports the cores the machine kept busy meanwhile (/proc/stat,
-all processes) and the CPU milliseconds per agent step: speed is the one over
-the other, so a row beats the lean loop only by keeping more cores busy or by
-doing less work per step.
-
-Then peak resident memory (RSS) of the learner process and of each actor with
-16 and 256 environments. Every variant runs for the same wall time, one after
-the other in this run; the ratios are the numbers to read (the machine is noisy).
+Each row prints agent steps per second, the fraction of the ceiling (of the
+precision the row's learner took), the ratio to its lean peer, and busy
+against quiet. The CPU's kind (bf16 units or not, and oneDNN's cap when one
+is emulated with ``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``) heads
+the output. Speed targets live here, not in timed tests: machines differ.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import platform
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
+from benchtiming import Rate, busy_cpu_seconds, timed
+from lean import lean_a2c, lean_ppo, pong_network
 
-from rlscale.agents.optim import RMSpropTF
 from rlscale.config import build_config
-from rlscale.distributed.ray_pool import RayPool
-from rlscale.envs.vector import probe_spec
-from rlscale.models.nets import build_network
+from rlscale.envs.vector import probe_spec, sample_observations
+from rlscale.models.precision import bf16_units
 from rlscale.training.engine import NativeEngine
 
 
+def cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in open("/proc/cpuinfo"):  # noqa: SIM115 - read to the first match
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def cpu_kind() -> str:
+    units = bf16_units()
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
+    kind = {True: "bf16 units", False: "no bf16 units", None: "bf16 units unknown (not x86)"}[units]
+    emulated = f" (oneDNN capped at {cap}, ATen at {torch.backends.cpu.get_cpu_capability()})" if cap else ""
+    return f"{cpu_model()}, {os.cpu_count()} cores, {kind}{emulated}, torch {torch.__version__}"
+
+
+@contextlib.contextmanager
+def busy_process() -> Iterator[None]:
+    """One core kept busy by a Python loop, as a browser tab or an indexer would."""
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def cpu_ms_per_step(run: Callable[[], int], seconds: float) -> float:
+    """CPU milliseconds of this process per agent step of ``run`` (it returns its steps), one torch thread."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        run()
+        steps, wall, cpu = 0, time.perf_counter(), time.process_time()
+        while time.perf_counter() - wall < seconds:
+            steps += run()
+        return 1e3 * (time.process_time() - cpu) / steps
+    finally:
+        torch.set_num_threads(threads)
+
+
 @dataclass(frozen=True)
-class Rate:
-    steps_per_s: float  # agent steps per second
-    cores_busy: float  # the machine's busy CPU time over the wall time (2.0: both cores of two)
+class Parts:
+    emulator: float  # CPU ms per agent step
+    inference: float
+    learner: dict[str, float]  # precision -> CPU ms per agent step
 
-    @property
-    def cpu_ms_per_step(self) -> float:
-        """CPU time the whole machine spent per agent step: the work, apart from how parallel it ran."""
-        return 1e3 * self.cores_busy / self.steps_per_s
-
-
-def busy_cpu_seconds() -> float:
-    """CPU seconds the whole machine has spent busy since boot (/proc/stat: all but idle and iowait)."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+    def ceiling(self, precision: str) -> float:
+        """Agent steps per second with every core busy and no time lost: cores / the work per step."""
+        return (os.cpu_count() or 1) * 1e3 / (self.emulator + self.inference + self.learner[precision])
 
 
-def timed(loop_once: Callable[[], int], seconds: float, warmup: int = 3) -> Rate:
-    """Agent steps per second of ``loop_once`` (returns the steps it took) over ``seconds``,
-    and how many cores the machine kept busy meanwhile (all processes: Ray's actors too)."""
-    for _ in range(warmup):
-        loop_once()
-    steps, start, busy = 0, time.perf_counter(), busy_cpu_seconds()
-    while time.perf_counter() - start < seconds:
-        steps += loop_once()
-    wall = time.perf_counter() - start
-    return Rate(steps / wall, (busy_cpu_seconds() - busy) / wall)
-
-
-def emulator(n_envs: int, seconds: float) -> Rate:
+def emulator_part(seconds: float, n_envs: int = 8) -> float:
     from ale_py.vector_env import AtariVectorEnv
 
-    env = AtariVectorEnv("pong", n_envs, num_threads=1, reward_clipping=False)
+    env = AtariVectorEnv("pong", n_envs, num_threads=1)
     env.reset(seed=0)
     rng = np.random.default_rng(0)
     try:
-        return timed(lambda: (env.step(rng.integers(0, 6, n_envs)), n_envs)[1], seconds)
+        return cpu_ms_per_step(lambda: (env.step(rng.integers(0, 6, n_envs)), n_envs)[1], seconds)
     finally:
         env.close()
 
 
-def lean_loop(n_envs: int, seconds: float, n_steps: int = 5, gamma: float = 0.99) -> Rate:
-    """The reference: what a careful user writes in one file (fp32, no framework)."""
-    from ale_py.vector_env import AtariVectorEnv
+def pong_rows(rows: int) -> torch.Tensor:
+    return torch.from_numpy(sample_observations(probe_spec(build_config("pong", "ppo", {}).env), rows))
 
-    env = AtariVectorEnv("pong", n_envs, num_threads=1)  # clips rewards itself
-    obs, _ = env.reset(seed=0)
-    spec = probe_spec(build_config("pong", "a2c", {}).env)
-    model = build_network(spec, "nature_cnn", 64)
-    optimizer = RMSpropTF(model.parameters(), lr=7e-4, alpha=0.99, eps=1e-5)
-    state = {"obs": obs}
 
-    def update() -> int:
-        obs_buf, actions, rewards, dones, values = [], [], [], [], []
-        with torch.no_grad():
-            for _ in range(n_steps):
-                o = torch.from_numpy(state["obs"])
-                logits, value = model(o)
-                action = torch.distributions.Categorical(logits=logits).sample()
-                state["obs"], reward, term, trunc, _ = env.step(action.numpy())
-                obs_buf.append(o)
-                actions.append(action)
-                rewards.append(torch.as_tensor(reward, dtype=torch.float32))
-                dones.append(torch.as_tensor(term | trunc, dtype=torch.float32))
-                values.append(value)
-            ret = model(torch.from_numpy(state["obs"]))[1]
-        returns = []
-        for r, d in zip(reversed(rewards), reversed(dones), strict=True):
-            ret = r + gamma * ret * (1 - d)
-            returns.append(ret)
-        returns = torch.stack(returns[::-1]).flatten()
-        logits, value = model(torch.cat(obs_buf))
-        dist = torch.distributions.Categorical(logits=logits)
-        advantages = returns - torch.cat(values)
-        loss = (-(advantages * dist.log_prob(torch.cat(actions))).mean()
-                + 0.5 * (returns - value).pow(2).mean() - 0.01 * dist.entropy().mean())
+@torch.no_grad()
+def inference_part(seconds: float, rows: int = 8) -> float:
+    model, obs = pong_network("ppo"), pong_rows(rows)
+
+    def act() -> int:
+        logits, _ = model(obs)
+        torch.distributions.Categorical(logits=logits).sample()
+        return rows
+
+    return cpu_ms_per_step(act, seconds)
+
+
+def learner_part(seconds: float, precision: str, rows: int, steps_per_pass: float) -> float:
+    """One minibatch update (forward, a PPO-style loss, backward, clip, Adam) of ``rows`` rows,
+    counted as ``steps_per_pass`` agent steps (PPO: 1,024 steps / 16 passes = 64)."""
+    model = pong_network("ppo").to(memory_format=torch.channels_last)
+    optimizer = torch.optim.Adam(model.parameters(), lr=2.5e-4, eps=1e-5)
+    obs = pong_rows(rows).contiguous(memory_format=torch.channels_last)
+    actions, advantages, returns = torch.randint(0, 6, (rows,)), torch.randn(rows), torch.randn(rows)
+
+    def minibatch() -> float:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            logits, value = model(obs)
+        dist = torch.distributions.Categorical(logits=logits.float())
+        ratio = (dist.log_prob(actions) - dist.log_prob(actions).detach()).exp()
+        loss = (torch.max(-advantages * ratio, -advantages * ratio.clamp(0.9, 1.1)).mean()
+                + 0.5 * (value.float() - returns).pow(2).mean() - 0.01 * dist.entropy().mean())
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
         optimizer.step()
-        return n_envs * n_steps
+        return steps_per_pass
 
-    try:
-        return timed(update, seconds)
-    finally:
-        env.close()
+    return cpu_ms_per_step(minibatch, seconds)
 
 
-def rlscale_loop(n_envs: int, seconds: float, serial: bool = False, measure: bool = True,
-                 precision: str = "fp32", overlap: bool | None = False, n_actors: int | None = 2,
-                 threads: int | None = 2, parts_every: int | None = None,
-                 actors: str | None = "fp32") -> tuple[Rate, dict]:
-    """The training loop's own engine (pool + learner), updates back to back; None: the preset's default."""
-    settings = {"serial": serial, "measure_noise": measure, "learner_precision": precision,
-                "overlap": overlap, "n_actors": n_actors, "learner_threads": threads,
-                "noise_parts_every": parts_every, "actor_precision": actors}
-    cfg = build_config("pong", "a2c", {"n_envs": n_envs, "warmup_max_steps": 0, "max_envs": max(256, n_envs),
-                                      **{k: v for k, v in settings.items() if v is not None}})
+def measure_parts(seconds: float, learner_rows: int, steps_per_pass: float) -> Parts:
+    precisions = ["fp32"] + (["bf16"] if bf16_units() else [])
+    return Parts(emulator_part(seconds), inference_part(seconds),
+                 {p: learner_part(seconds, p, learner_rows, steps_per_pass) for p in precisions})
+
+
+def rlscale_default(algo: str, seconds: float, n_envs: int) -> tuple[Rate, str]:
+    """The default run's engine (``train pong`` / ``train pong --agent a2c``), updates back to back."""
+    cfg = build_config("pong", algo, {"n_envs": n_envs, "warmup_max_steps": 0})
     engine = NativeEngine(cfg, n_envs)
-    if cfg.run.actor_precision == "auto":
-        print(f"    actors: {engine.pool.describe_inference()}", flush=True)
     try:
-        rate = timed(lambda: engine.update(cfg.agent.lr).agent_steps, seconds)
-        memory = {} if serial else actor_memory(engine.pool)
+        rate = timed(lambda: engine.update(cfg.agent.lr).agent_steps, seconds, warmup=2)
+        return rate, engine.cfg.run.learner_precision
     finally:
         engine.close()
-    return rate, memory
 
 
-def actor_memory(pool: RayPool) -> dict:
-    return {f"actor {i}": peak_rss_mb(pid) for i, pid in enumerate(pool.worker_pids())}
-
-
-def peak_rss_mb(pid: int | str = "self") -> float:
-    """Peak resident memory of a process (Linux: VmHWM in /proc/<pid>/status, in kB)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def parts_scan(envs: list[int], seconds: float) -> None:
-    """What the policy/value split costs end to end at each --noise-parts-every (fp32, 2 actors)."""
-    for n in envs:
-        for _ in range(2):  # twice over: the machine drifts by ~5 % between minutes
-            lean = lean_loop(n, seconds).steps_per_s
-            noise_off = rlscale_loop(n, seconds, measure=False)[0].steps_per_s
-            rows = [("lean single-process A2C, fp32", lean), ("2 Ray actors, noise off", noise_off)]
-            for every in (4, 16, 0):
-                rows.append((f"2 Ray actors, noise on, parts every {every}",
-                             rlscale_loop(n, seconds, measure=True, parts_every=every)[0].steps_per_s))
-            for what, rate in rows:
-                print(f"{what:44s} {n:4d} envs {rate:8,.0f}/s {rate / lean:6.2f}x lean "
-                      f"{rate / noise_off:6.2f}x noise off", flush=True)
+@dataclass
+class Row:
+    what: str
+    rate: Rate
+    precision: str  # the learner's: the ceiling it is held to
+    peer: str  # the lean row it is compared with ("" for a lean row)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seconds", type=float, default=30.0)
-    p.add_argument("--envs", type=int, nargs="+", default=[16, 64])
-    p.add_argument("--no-bf16", action="store_true", help="leave out the bf16 row (slow without bf16 units)")
-    p.add_argument("--parts-scan", action="store_true",
-                   help="only: lean loop, noise off, and noise on with the policy/value split every 4, 16 "
-                        "and never (2 actors, fp32), twice over")
+    p.add_argument("--seconds", type=float, default=60.0, help="wall time of each row (default: 60)")
+    p.add_argument("--part-seconds", type=float, default=10.0, help="time of each part of the ceiling")
+    p.add_argument("--no-busy", action="store_true", help="leave out the rows beside a busy process")
     args = p.parse_args()
-    torch.set_num_threads(2)
-    if args.parts_scan:
-        parts_scan(args.envs, args.seconds)
-        return
-    rows: list[tuple[str, int, Rate]] = []
-    for n in args.envs:
-        def row(what: str, n: int = n, **kw) -> None:
-            rows.append((what, n, rlscale_loop(n, args.seconds, **kw)[0]))
-            print(f"  {what:52s} {n:4d} envs {rows[-1][2].steps_per_s:8,.0f}/s", flush=True)
+    print(f"CPU: {cpu_kind()}", flush=True)
+    before = busy_cpu_seconds()
+    time.sleep(2.0)
+    others = (busy_cpu_seconds() - before) / 2.0
+    print(f"cores busy before the benchmark (other processes): {others:.2f}"
+          + ("  -- not a quiet machine: the quiet rows are not quiet" if others > 0.2 else ""), flush=True)
+    torch.set_num_threads(os.cpu_count() or 1)  # the lean peers use every core, as the default run does
 
-        rows.append(("emulator alone (random actions)", n, emulator(n, args.seconds)))
-        rows.append(("lean single-process A2C, fp32", n, lean_loop(n, args.seconds)))
-        row("rlscale serial, noise on, fp32", serial=True, measure=True)
-        row("rlscale 2 Ray actors, noise off, fp32", measure=False)
-        row("rlscale 2 Ray actors, noise on, fp32", measure=True)
-        row("rlscale 2 Ray actors, noise on, learner fp32, actors auto", measure=True, actors="auto")
-        if not args.no_bf16:
-            row("rlscale 2 Ray actors, noise on, bf16", measure=True, precision="bf16")
-        row("overlap, 2 actors, 1 learner thread, noise on, fp32", measure=True, overlap=True, threads=1)
-        row("overlap, 1 actor, 1 learner thread, noise off, fp32", measure=False, overlap=True, n_actors=1,
-            threads=1)
-        row("overlap, 1 actor, 1 learner thread, noise on, fp32", measure=True, overlap=True, n_actors=1,
-            threads=1)
-        row("overlap, 1 actor, 1 learner thread, noise on, auto", measure=True, overlap=True, n_actors=1,
-            threads=1, precision="auto")
-        row("A2C defaults, actors fp32", measure=True, precision="auto", overlap=None, n_actors=None,
-            threads=None)
-        row("A2C defaults (train pong --agent a2c)", measure=True, precision="auto", overlap=None, n_actors=None,
-            threads=None, actors=None)
-    print(f"Pong A2C, 5 steps per update, {args.seconds:g} s per row, torch threads 2, {os.cpu_count()} cores")
-    print("cores busy: the machine's CPU time over wall time (all processes); CPU ms per step: the work done "
-          "per agent step wherever it ran. Speed = cores busy / CPU ms per step, so a row can beat the lean "
-          "loop only by keeping more cores busy or by doing less work per step")
-    print(f"{'what':52s} {'envs':>5s} {'agent steps/s':>14s} {'vs lean':>8s} {'cores busy':>10s} "
-          f"{'CPU ms/step':>11s}")
-    for what, n, rate in rows:
-        lean = next(r for w, m, r in rows if m == n and w.startswith("lean"))
-        print(f"{what:52s} {n:5d} {rate.steps_per_s:14,.0f} {rate.steps_per_s / lean.steps_per_s:8.2f} "
-              f"{rate.cores_busy:10.2f} {rate.cpu_ms_per_step:11.3f}")
-    print("\npeak resident memory (MB)")
-    for n in (16, 256):
-        _, memory = rlscale_loop(n, min(args.seconds, 10.0))
-        print(f"  {n:3d} envs: " + ", ".join(f"{k} {v:,.0f}" for k, v in memory.items()))
-    print(f"  learner process (this one, whole run): {peak_rss_mb():,.0f}")
+    print("the ceiling: CPU ms per agent step of each part, one thread each", flush=True)
+    ppo = measure_parts(args.part_seconds, 256, 1024 / 16)
+    a2c = measure_parts(args.part_seconds, 16 * 5, 16 * 5)
+    for name, parts in (("PPO (8 x 128, 16 minibatches of 256)", ppo), ("A2C (16 x 5)", a2c)):
+        learner = ", ".join(f"{k} {v:.2f}" for k, v in parts.learner.items())
+        ceilings = ", ".join(f"{k} learner {parts.ceiling(k):,.0f}" for k in parts.learner)
+        print(f"  {name}: emulator {parts.emulator:.2f}, inference {parts.inference:.2f}, learner {learner}"
+              f" -> {os.cpu_count()}-core ceiling {ceilings} agent steps/s", flush=True)
+
+    rows: dict[tuple[str, bool], Row] = {}
+    for busy in (False, True) if not args.no_busy else (False,):
+        for key, run in (("lean PPO", lambda: (lean_ppo(args.seconds), "fp32")),
+                         ("rlscale PPO", lambda: rlscale_default("ppo", args.seconds, 8)),
+                         ("lean A2C", lambda: (lean_a2c(16, args.seconds), "fp32")),
+                         ("rlscale A2C", lambda: rlscale_default("a2c", args.seconds, 16))):
+            with busy_process() if busy else contextlib.nullcontext():
+                rate, precision = run()
+            peer = "" if key.startswith("lean") else key.replace("rlscale", "lean")
+            rows[key, busy] = Row(key, rate, precision, peer)
+            print(f"  {key:12s} {'busy' if busy else 'quiet'}: {rate.steps_per_s:7,.0f} agent steps/s "
+                  f"(learner {precision})", flush=True)
+
+    print(f"\nPong, {args.seconds:g} s per row; CPU: {cpu_kind()}")
+    print(f"{'':12s} {'quiet /s':>9s} {'x ceiling':>9s} {'x lean':>7s} {'busy /s':>8s} {'x lean':>7s} "
+          f"{'busy/quiet':>10s}")
+    for key in ("lean PPO", "rlscale PPO", "lean A2C", "rlscale A2C"):
+        quiet = rows[key, False]
+        parts = ppo if "PPO" in key else a2c
+        ceiling = parts.ceiling(quiet.precision) if quiet.precision in parts.learner else float("nan")
+        line = f"{key:12s} {quiet.rate.steps_per_s:9,.0f} {quiet.rate.steps_per_s / ceiling:9.2f} "
+        line += (f"{quiet.rate.steps_per_s / rows[quiet.peer, False].rate.steps_per_s:7.2f} " if quiet.peer
+                 else f"{'':7s} ")
+        if (key, True) in rows:
+            busy = rows[key, True]
+            line += f"{busy.rate.steps_per_s:8,.0f} "
+            line += (f"{busy.rate.steps_per_s / rows[busy.peer, True].rate.steps_per_s:7.2f} " if busy.peer
+                     else f"{'':7s} ")
+            line += f"{busy.rate.steps_per_s / quiet.rate.steps_per_s:10.2f}"
+            if busy.precision != quiet.precision:
+                line += f"  (busy start-up took {busy.precision}, quiet {quiet.precision})"
+        print(line)
 
 
 if __name__ == "__main__":

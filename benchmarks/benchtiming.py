@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 
 def interleaved_medians(variants: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
@@ -27,3 +30,32 @@ def interleaved_medians(variants: dict[str, Callable[[], object]], repeats: int)
             run()
             times[name].append(time.perf_counter() - start)
     return {name: statistics.median(seconds) for name, seconds in times.items()}
+
+
+@dataclass(frozen=True)
+class Rate:
+    steps_per_s: float  # agent steps per second
+    cores_busy: float  # the machine's busy CPU time over the wall time (2.0: both cores of two)
+
+    @property
+    def cpu_ms_per_step(self) -> float:
+        """CPU time the whole machine spent per agent step: the work, apart from how parallel it ran."""
+        return 1e3 * self.cores_busy / self.steps_per_s
+
+
+def busy_cpu_seconds() -> float:
+    """CPU seconds the whole machine has spent busy since boot (/proc/stat: all but idle and iowait)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(loop_once: Callable[[], int], seconds: float, warmup: int = 3) -> Rate:
+    """Agent steps per second of ``loop_once`` (returns the steps it took) over ``seconds``,
+    and how many cores the machine kept busy meanwhile (all processes: Ray's actors too)."""
+    for _ in range(warmup):
+        loop_once()
+    steps, start, busy = 0, time.perf_counter(), busy_cpu_seconds()
+    while time.perf_counter() - start < seconds:
+        steps += loop_once()
+    wall = time.perf_counter() - start
+    return Rate(steps / wall, (busy_cpu_seconds() - busy) / wall)

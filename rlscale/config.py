@@ -93,6 +93,9 @@ class AgentConfig:
     clip_coef: float = opt(0.1, "PPO: surrogate clipping range")
     clip_value_loss: bool = opt(True, "PPO: clip the value update to the same range")
     norm_adv: bool = opt(True, "PPO: normalise advantages per minibatch")
+    reference_steps: list[float] = opt([], "agent steps at which the preset's reference run reached each "
+                                           "goal, in order (the progress line's estimate until the run's own "
+                                           "trend is clear; used only with as many goals)")
 
 
 @dataclass
@@ -166,7 +169,8 @@ class RunConfig:
                         "(a policy lag of one update; with --serial the same lag without the concurrency)")
     learners: int = opt(1, "data-parallel learner processes (Ray actors, one torch.distributed group; each takes "
                         "whole environments of the batch and the noise scale comes from their local gradients)")
-    learner_threads: int = opt(0, "torch threads of the learner (0: all cores; with --learners N, each node's "
+    learner_threads: int = opt(0, "torch threads of the learner (0: all cores, one fewer while another process "
+                               "holds a core; with --learners N, each node's "
                                "cores / the learners on it)")
     learner_device: str = opt("auto", "device of the learner (auto: cuda when this machine has one)",
                               ("auto", "cpu", "cuda"))
@@ -277,6 +281,9 @@ class Config:
                 raise UserError(f"{cli_flag(name)} must lie in [0, 1], got {value}")
         if not 0.0 <= e.sticky_actions < 1.0:
             raise UserError(f"--sticky-actions must lie in [0, 1), got {e.sticky_actions}")
+        if any(v <= 0 for v in a.reference_steps) or any(
+                later < earlier for earlier, later in zip(a.reference_steps, a.reference_steps[1:], strict=False)):
+            raise UserError("--reference-steps must be positive and rising, one per goal")
         if c.hysteresis < 1.0 or c.max_resize_factor <= 1.0:
             raise UserError("--hysteresis must be >= 1 and --max-resize-factor > 1")
         if c.min_envs > c.max_envs:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -41,23 +42,43 @@ class GoalWindow:
         return mean is not None and mean >= goal
 
 
+@dataclass(frozen=True)
+class Forecast:
+    at: float  # the agent step at which the trend line reaches the goal
+    sure: bool  # the line's slope is known well enough that this step is within 2x either way
+
+
+@dataclass(frozen=True)
+class GoalOutlook:
+    """The next goal, and where the run's trend and the preset's reference run put it."""
+
+    goal: float
+    forecast: Forecast | None  # from the run's own trend (None: not rising)
+    reference: float | None  # the agent step the preset's reference run reached it at (None: none, or passed)
+
+
 class GoalForecast:
     """When the goal window's mean will reach a goal, from its recent trend (a line through its history).
 
     Points are taken at most every ``spacing`` agent steps; the forecast uses the last
-    ``points`` of them and exists only while the mean is rising.
+    ``points`` of them and exists only while the mean is rising. Early in a run the
+    trend is mostly noise (a Pong run's first-minute forecast swung 4h08m <-> 108h):
+    a forecast is ``sure`` only where the slope two standard errors either side of
+    its fit keeps the steps still to go within a factor of ``spread`` of the
+    forecast's.
     """
 
-    def __init__(self, spacing: float, points: int = 10) -> None:
+    def __init__(self, spacing: float, points: int = 10, spread: float = 2.0) -> None:
         self.spacing = spacing
+        self.spread = spread
         self.history: deque[tuple[float, float]] = deque(maxlen=points)
 
     def add(self, step: float, mean: float | None) -> None:
         if mean is not None and (not self.history or step - self.history[-1][0] >= self.spacing):
             self.history.append((step, mean))
 
-    def expected_step(self, goal: float, now: float = 0.0) -> float | None:
-        """The agent step at which the trend line reaches ``goal``; None without a rising trend.
+    def expected_step(self, goal: float, now: float = 0.0) -> Forecast | None:
+        """Where the trend line reaches ``goal``; None without a rising trend.
 
         None also when the line crosses the goal before ``now`` (the current step) or
         its last point: the mean lags its own trend (a dip after a rise), so the trend
@@ -67,11 +88,25 @@ class GoalForecast:
         if len(self.history) < 4:
             return None
         steps, means = np.array(self.history).T
-        slope, intercept = np.polyfit(steps, means, 1)
+        slope = float(np.polyfit(steps, means, 1)[0])
         if slope <= 0:
             return None
-        at = (goal - intercept) / slope
-        return at if at > max(float(steps[-1]), now) else None
+        # Through the points' centroid, where the intercept's error vanishes: only the slope's is left.
+        centre_step, centre_mean = steps.mean(), means.mean()
+        start = max(float(steps[-1]), now)
+
+        def remaining(m: float) -> float:
+            return centre_step + (goal - centre_mean) / m - start
+
+        if remaining(slope) <= 0:
+            return None
+        sure = False
+        if len(steps) >= 5:  # fewer points leave no residuals to estimate the slope's error from
+            error = 2.0 * float(np.sqrt(np.polyfit(steps, means, 1, cov=True)[1][0, 0]))
+            sure = (slope - error > 0 and remaining(slope - error) <= self.spread * remaining(slope)
+                    and remaining(slope + error) >= remaining(slope) / self.spread)
+        at = start + remaining(slope)
+        return Forecast(float(at), bool(sure))
 
 
 def rolling_mean(values: np.ndarray, window: int = GOAL_WINDOW) -> np.ndarray:

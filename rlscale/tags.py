@@ -74,6 +74,7 @@ PREDICTED_SPEEDUP = "batch/predicted_speedup"  # time per unit of progress at th
 STEPS_PER_S = "perf/steps_per_s"
 ROLLOUT_SECONDS = "perf/rollout_seconds"
 LEARNER_SECONDS = "perf/learner_seconds"
+LEARNER_THREADS = "perf/learner_threads"  # torch threads of the learner (--learner-threads 0 adapts them)
 WALL_SECONDS = "perf/wall_seconds"  # training time so far, summed over the resumes of one run
 UPDATE_SECONDS = "perf/update_seconds"  # collection and learning of this update (what the cost model fits)
 OVERHEAD_SECONDS = "perf/overhead_seconds"  # a of T(B) = a + b*B

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,22 @@ def ray_instance():
     assert init_ray("", log_to_driver=False), "a Ray was already running in the test process"
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture
+def busy_core():
+    """A context manager that keeps one core busy with a Python loop, as a browser tab or an indexer would."""
+
+    @contextlib.contextmanager
+    def busy() -> Iterator[subprocess.Popen]:
+        proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        try:
+            yield proc
+        finally:
+            proc.kill()
+            proc.wait(timeout=10)
+
+    return busy
 
 
 def run_command(args: list[str], timeout: float = 240, cwd: Path | None = None) -> subprocess.CompletedProcess:

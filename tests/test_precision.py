@@ -13,8 +13,10 @@ from rlscale.models.nets import build_network
 from rlscale.models.precision import (
     INFERENCE_CANDIDATES,
     MIN_SPEEDUP,
+    ROUNDS,
     TOLERANCE,
     InferenceChoice,
+    bf16_units,
     choose_inference,
     choose_precision,
     describe_inference,
@@ -60,6 +62,46 @@ def test_the_start_up_measurement_times_both_and_leaves_the_model_alone(shape):
         torch.testing.assert_close(value, before[name])
     assert all(p.grad is None for p in model.parameters())
     assert np.isfinite(choice.bf16_error)
+
+
+def pong_minibatch() -> tuple[torch.nn.Module, torch.Tensor]:
+    """The Nature CNN and a pass of PPO's Pong minibatch (256 rows): what the learner times at start-up."""
+    spec, model, _ = seeded_network((4, 84, 84))
+    return model, torch.from_numpy(sample_observations(spec, 256))
+
+
+def test_bf16_units_follow_the_cpu_flags_less_onednn_cap(monkeypatch):
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    flags = bf16_units()
+    assert flags == (torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")  # how a CPU without bf16 units is emulated
+    assert bf16_units() is False
+
+
+def test_a_start_up_beside_a_busy_process_picks_what_the_flags_and_a_quiet_probe_pick(busy_core):
+    """The measurement runs in one thread and is re-timed where it disagrees with the CPU's flags."""
+    if bf16_units() is None:
+        pytest.skip("not an x86 CPU: no flags to read")
+    model, obs = pong_minibatch()
+    threads = torch.get_num_threads()
+    quiet = choose_precision(model, obs)
+    assert quiet.precision == ("bf16" if bf16_units() else "fp32")
+    with busy_core():
+        busy = choose_precision(model, obs)
+    assert busy.precision == quiet.precision, busy.describe()
+    assert torch.get_num_threads() == threads
+
+
+def test_a_measurement_that_disagrees_with_the_prior_is_timed_again_and_believed_if_it_holds():
+    if bf16_units() is None:
+        pytest.skip("not an x86 CPU: no flags to read")
+    model, obs = pong_minibatch()
+    agreeing = choose_precision(model, obs, repeats=3)
+    assert agreeing.rounds == 1 and agreeing.bf16_units == bf16_units()
+    # The opposite prior: every round disagrees, so all are taken and the measurement still decides.
+    contrary = choose_precision(model, obs, repeats=3, units=not bf16_units())
+    assert contrary.rounds == ROUNDS and contrary.precision == agreeing.precision
+    assert f"timed {ROUNDS}x, still disagreeing" in contrary.describe()
 
 
 def timings(**seconds: float) -> dict[str, float]:

@@ -20,6 +20,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from rlscale.config import build_config
 from rlscale.train import main
 from rlscale.training import checkpoint
+from rlscale.training.logger import StepRate
 from rlscale.training.trainer import build, save_checkpoint, train_loop
 from tests.conftest import interrupt_when, train_subprocess
 
@@ -332,7 +333,26 @@ def test_progress_lines_say_how_long_the_rest_of_the_budget_takes(tmp_path, caps
     timed = [line for line in lines if " ETA " in line]
     assert timed, lines
     for line in timed:
-        assert re.search(r" ETA (\d+h\d\dm|\d+m\d\ds|\d+s)( \(goal \d+ at ~[\d,]+ steps, \S+\))?$", line), line
+        assert re.search(r" ETA (\d+h\d\dm|\d+m\d\ds|\d+s|~(\d+h\d\dm|\d+m\d\ds|\d+s) \(rate settling\))"
+                         r"( \(goal \d+( at ~[\d,]+ steps, \S+|: the return's trend is not clear yet)\))?$", line), line
+
+
+def test_the_eta_rate_rides_out_a_pause_and_says_when_it_is_still_settling():
+    """A 10 s pause (actors replaced after a lost node) at 100 steps/s: the 2 s rate falls to
+    ~0 and recovers; the ETA's rate moves by less than a sixth (the issue saw 10m55s -> 49m39s)."""
+    rate = StepRate(0, window=2.0, horizon=60.0)
+    steps, start = 0, rate.since
+    now = start
+    while now < start + 120:  # two minutes at 100/s
+        now, steps = now + 2, steps + 200
+        rate.update(steps, now)
+    assert rate.settled and rate.smoothed == pytest.approx(100)
+    rate.update(steps, now + 10)  # ten seconds without a step
+    assert rate.per_second == 0 and rate.smoothed == pytest.approx(100 * math.exp(-10 / 60))
+    assert rate.smoothed > 100 * 5 / 6
+    early = StepRate(0, horizon=60.0)
+    early.update(500, 5.0 + early.since)
+    assert not early.settled and early.smoothed == pytest.approx(100)  # the first window, as it is
 
 
 def test_critical_control_can_follow_the_hessian_noise_scale(tmp_path, capsys):

@@ -33,7 +33,7 @@ from rlscale.agents.learner import Learner, resolve_device
 from rlscale.agents.registry import LEARNERS
 from rlscale.config import Config
 from rlscale.control.noise import NoiseMeter
-from rlscale.distributed.ray_pool import init_ray, this_node
+from rlscale.distributed.ray_pool import init_ray, notices_path, this_node
 from rlscale.envs.vector import EnvSpec
 from rlscale.errors import UserError
 from rlscale.models.nets import build_network
@@ -139,7 +139,7 @@ class LearnerGroup:
 
     def __init__(self, cfg: Config, spec: EnvSpec) -> None:
         n = cfg.run.learners
-        self.owns_ray = init_ray(cfg.run.address, log_to_driver=False)  # as RayPool: the driver speaks
+        self.owns_ray = init_ray(cfg.run.address, log_to_driver=False, notices=notices_path(cfg))  # as RayPool: the driver speaks
         self.cfg = cfg
         gpu = cfg.run.learner_device == "cuda"
         # No CPU reservation: the learners and the rollout actors take turns (collect, then

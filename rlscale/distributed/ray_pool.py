@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import ray
@@ -29,6 +32,62 @@ from rlscale.rollout.worker import Batch, Pool, RolloutWorker, SerialPool
 
 RAY_ADDRESS_VARIABLE = "RAY_ADDRESS"  # Ray's own: the cluster ray.init() joins
 RAY_LOGS = "/tmp/ray/session_latest/logs on each node"  # Ray's default place for them
+NOTICES_FILE = "ray-notices.log"  # Ray's notices to the driver, in full, in the run directory
+
+
+@dataclass
+class RayNotices:
+    """Ray's notices to the driver, one line each on the console and in full in a file.
+
+    Ray's driver prints what the cluster reports (a node's raylet killed: its
+    last 20 log lines, twice, and "marked dead" for the same node) from a
+    listener thread every driver runs, whatever ``log_to_driver`` says: a lost
+    node filled 64 console lines. The pool already says in one line what the
+    loss means for the run, so each distinct notice becomes one line naming
+    the file that has it in full. Ray offers no setting for this; the
+    listener calls ``ray._private.worker.print_to_stdstream`` by name, so
+    that is what is replaced (other output is handed to Ray's own printer; a
+    Ray without that function keeps its own output).
+    """
+
+    original: Callable[..., None]
+    path: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / NOTICES_FILE)
+    seen: set[str] = field(default_factory=set)
+
+    def __call__(self, data: dict, ignore_prefix: bool) -> None:
+        if data.get("pid") != "raylet":
+            self.original(data, ignore_prefix)
+            return
+        text = "\n".join(data.get("lines", []))
+        with open(self.path, "a") as f:
+            f.write(text.rstrip("\n") + "\n\n")
+        headline = summary_line(text)
+        if headline not in self.seen:
+            self.seen.add(headline)
+            print(f"Ray: {headline} (in full: {self.path})", file=sys.stdout, flush=True)
+
+
+def summary_line(text: str, limit: int = 240) -> str:
+    """A notice's first sentences up to ``limit`` characters (Ray's run to a paragraph and a log)."""
+    first = text.strip().splitlines()[0].strip() if text.strip() else "(an empty notice)"
+    if len(first) <= limit:
+        return first
+    cut = first.rfind(". ", 0, limit)
+    return first[:cut + 1] if cut > 0 else first[:limit] + "…"
+
+
+def route_ray_notices(path: Path | None) -> None:
+    """Ray's notices to the driver go to ``path`` (default: the temp dir) and one console line each."""
+    import ray._private.worker as ray_worker
+
+    printer = getattr(ray_worker, "print_to_stdstream", None)
+    if printer is None:
+        return
+    if not isinstance(printer, RayNotices):
+        printer = RayNotices(printer)
+        ray_worker.print_to_stdstream = printer
+    if path is not None:
+        printer.path = path
 
 
 def _check_reachable(address: str, named_by: str, timeout: float = 5.0) -> None:
@@ -66,9 +125,10 @@ def cluster_address(address: str) -> tuple[str, str]:
     return "", ""
 
 
-def init_ray(address: str, log_to_driver: bool = True) -> bool:
+def init_ray(address: str, log_to_driver: bool = True, notices: Path | None = None) -> bool:
     """Start an embedded Ray, or join the cluster at ``address`` (or $RAY_ADDRESS: ``cluster_address``);
-    True when this call started it."""
+    True when this call started it. Ray's notices go to ``notices`` (``RayNotices``)."""
+    route_ray_notices(notices)
     if ray.is_initialized():
         return False
     address, named_by = cluster_address(address)
@@ -104,6 +164,11 @@ def ray_runtime(address: str, log_to_driver: bool = True) -> Iterator[None]:
     finally:
         if started and ray.is_initialized():
             ray.shutdown()
+
+
+def notices_path(cfg: Config) -> Path | None:
+    """Where Ray's notices to a run's driver go: its run directory's NOTICES_FILE."""
+    return Path(cfg.run.run_dir) / NOTICES_FILE if cfg.run.run_dir else None
 
 
 def actor_cpu_share(node_cpus: list[float], n_actors: int) -> float:
@@ -167,7 +232,7 @@ class RayPool(Pool):
         # Shut down on close only what we started. The actors print nothing a user needs
         # (the driver says what happens); forwarding their output brought a dying node's
         # C++ stack traces (~70 lines) into the console. They stay in Ray's log files.
-        self.owns_ray = init_ray(cfg.run.address, log_to_driver=False)
+        self.owns_ray = init_ray(cfg.run.address, log_to_driver=False, notices=notices_path(cfg))
         # Honest resources: a worker keeps one core busy while it steps; where
         # there are fewer cores than workers they share them, in equal shares
         # that pack onto the nodes (see actor_cpu_share). An elastic pool's actors

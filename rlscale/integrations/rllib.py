@@ -41,7 +41,7 @@ import numpy as np
 from rlscale import tags
 from rlscale.config import Config
 from rlscale.control.noise import NoiseMeter, NoiseSample, estimate
-from rlscale.distributed.ray_pool import init_ray
+from rlscale.distributed.ray_pool import init_ray, notices_path
 from rlscale.errors import UserError
 from rlscale.rollout.worker import ResizeReport
 from rlscale.training.engine import UpdateResult
@@ -417,7 +417,7 @@ class RLlibEngine:
         self._optimizer_steps = 0
         # One torch thread in the driver: RLlib's small-batch train() ran much faster so.
         torch.set_num_threads(cfg.run.learner_threads or 1)
-        self.owns_ray = init_ray(cfg.run.address, log_to_driver=False)
+        self.owns_ray = init_ray(cfg.run.address, log_to_driver=False, notices=notices_path(cfg))
         register_env("rlscale-env", make_env)
         # RLlib warns on every PPO build that it runs on the new API stack, which is what we
         # ask for; consuming its once-key keeps the console to rlscale's own lines.

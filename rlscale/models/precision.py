@@ -20,6 +20,8 @@ match fp32's within ``TOLERANCE`` (``choose_inference``).
 from __future__ import annotations
 
 import copy
+import os
+import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,11 +32,31 @@ import torch
 
 K = TypeVar("K")
 
-# bf16 keeps 8 bits of mantissa (~0.4% per rounding); a network's gradient
-# accumulates a few percent at most. Beyond this something is wrong: keep fp32.
-TOLERANCE = 0.05
+# bf16 keeps 8 bits of mantissa (~0.4% per rounding); the Nature CNN's gradient
+# on the probe's random loss differs from fp32's by 2-7% (5 seeds x 16-1024 rows,
+# 2026-11-25). At 5% this limit split that spread and flipped the choice by
+# seed; at twice the worst it catches only what is wrong, not bf16's rounding.
+TOLERANCE = 0.15
 # bf16 must beat fp32 by this factor to be taken: within timing noise, fp32 is exact.
 MIN_SPEEDUP = 1.1
+# Timings of the learner's passes when they disagree with the CPU's flags.
+ROUNDS = 3
+# oneDNN's ISA caps (ONEDNN_MAX_CPU_ISA) below the first with bf16 dot products.
+ISAS_WITHOUT_BF16 = frozenset({"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE",
+                               "AVX512_CORE_VNNI"})
+
+
+def bf16_units() -> bool | None:
+    """Whether this CPU computes bf16 dot products natively (AVX-512 BF16 or AMX); None off x86.
+
+    What torch reads from CPUID, less what ``ONEDNN_MAX_CPU_ISA`` caps: the
+    cap is how a CPU without bf16 units is emulated on one with them.
+    """
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return None
+    if os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in ISAS_WITHOUT_BF16:
+        return False
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
 @dataclass(frozen=True)
@@ -43,13 +65,19 @@ class PrecisionChoice:
     fp32_seconds: float | None  # fastest time of one forward+backward pass (None: not measured)
     bf16_seconds: float | None
     bf16_error: float | None  # |g_bf16 - g_fp32| / |g_fp32|
+    bf16_units: bool | None = None  # what the CPU's flags say (None: unknown)
+    rounds: int = 1  # timings taken (more than one: the first disagreed with the flags)
 
     def describe(self) -> str:
         if self.fp32_seconds is None or self.bf16_seconds is None:
             return f"{self.precision} (not measured: no convolutions)"
         ratio = self.fp32_seconds / self.bf16_seconds
+        flags = {None: "", True: ", the CPU has bf16 units", False: ", the CPU has no bf16 units"}[self.bf16_units]
+        if self.rounds > 1:
+            agree = (self.precision == "bf16") == self.bf16_units
+            flags += f"; timed {self.rounds}x, {'then agreeing' if agree else 'still disagreeing'}"
         return (f"{self.precision} (measured: bf16 {ratio:.2f}x the speed of fp32, "
-                f"gradient error {self.bf16_error:.1e})")
+                f"gradient error {self.bf16_error:.1e}{flags})")
 
 
 def has_convolutions(model: torch.nn.Module) -> bool:
@@ -108,12 +136,15 @@ def _fastest(passes: dict[K, Callable[[], object]], repeats: int, device: torch.
 
 
 def choose_precision(model: torch.nn.Module, obs: torch.Tensor, channels_last: bool = True,
-                     repeats: int = 7) -> PrecisionChoice:
+                     repeats: int = 7, units: bool | None | str = "flags") -> PrecisionChoice:
     """fp32 or bf16 for ``model`` on passes like ``obs`` (rows of observations on the model's device).
 
-    Runs on a copy (in channels-last layout if the learner will use it): the
-    model's parameters and gradients are left untouched.
+    Runs on a copy (in channels-last layout if the learner will use it), in
+    one torch thread: the model's parameters and gradients and this process's
+    thread count are left untouched. ``units`` is the prior (default: the
+    CPU's flags, ``bf16_units``; None: no prior, one timing).
     """
+    prior = bf16_units() if units == "flags" else units
     if not has_convolutions(model):
         return PrecisionChoice("fp32", None, None, None)
     model = copy.deepcopy(model)
@@ -129,10 +160,20 @@ def choose_precision(model: torch.nn.Module, obs: torch.Tensor, channels_last: b
     reference = _gradient(model, obs, weights, bf16=False)
     error = float((_gradient(model, obs, weights, bf16=True) - reference).norm()
                   / reference.norm().clamp_min(1e-30))
-    seconds = _fastest({bf16: partial(_pass, model, obs, weights, bf16) for bf16 in (False, True)},
-                       repeats, obs.device)
+    passes = {bf16: partial(_pass, model, obs, weights, bf16) for bf16 in (False, True)}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        seconds, rounds = _fastest(passes, repeats, obs.device), 1
+        # Timed again only where the CPU's flags disagree; bf16 beyond TOLERANCE is fp32 anyway.
+        while (prior is not None and rounds < ROUNDS and error <= TOLERANCE
+               and (pick(seconds[False], seconds[True], error) == "bf16") != prior):
+            again = _fastest(passes, repeats, obs.device)
+            seconds, rounds = {k: min(seconds[k], again[k]) for k in seconds}, rounds + 1
+    finally:
+        torch.set_num_threads(threads)
     fp32, bf16 = seconds[False], seconds[True]
-    return PrecisionChoice(pick(fp32, bf16, error), fp32, bf16, error)
+    return PrecisionChoice(pick(fp32, bf16, error), fp32, bf16, error, prior, rounds)
 
 
 def pick(fp32_seconds: float, bf16_seconds: float, bf16_error: float) -> str:

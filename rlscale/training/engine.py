@@ -26,8 +26,9 @@ from rlscale.config import Config
 from rlscale.control.noise import NoiseMeter
 from rlscale.envs.vector import EnvSpec, probe_spec, sample_observations
 from rlscale.models.nets import build_network
-from rlscale.models.precision import PrecisionChoice, choose_precision
+from rlscale.models.precision import PrecisionChoice, choose_precision, has_convolutions
 from rlscale.rollout.worker import Pool, ResizeReport, SerialPool
+from rlscale.training.threads import ThreadGovernor
 
 if TYPE_CHECKING:
     from rlscale.distributed.ray_learners import LearnerGroup
@@ -97,13 +98,19 @@ class NativeEngine:
     """
 
     def __init__(self, cfg: Config, n_envs: int, state: dict[str, Any] | None = None) -> None:
-        torch.set_num_threads(cfg.run.learner_threads or os.cpu_count() or 1)
+        cores = os.cpu_count() or 1
+        torch.set_num_threads(cfg.run.learner_threads or cores)
         torch.manual_seed(cfg.run.seed)
         np.random.seed(cfg.run.seed)
         spec = probe_spec(cfg.env)
         model = build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden)
         device = resolve_device(cfg.run.learner_device)
         model = model.to(device)
+        # --learner-threads 0: every core, fewer while another process holds one (a
+        # convolutional network's passes on a CPU; an MLP's are too short to matter).
+        adapt = (cfg.run.learner_threads == 0 and cfg.run.learners == 1 and cores > 1
+                 and device.type == "cpu" and has_convolutions(model))
+        self.threads = ThreadGovernor(cores) if adapt else None
         self.precision: PrecisionChoice | None = None
         if cfg.run.learner_precision == "auto":
             rows = _pass_rows(cfg, n_envs, model, device)
@@ -156,8 +163,17 @@ class NativeEngine:
             self.pool.start(self.learner.flat_weights())
         steps_before = self.learner.updates
         metrics = self.learner.update(batch, lr)
+        learned = time.perf_counter()
         metrics[tags.ROLLOUT_SECONDS] = collected - start
-        metrics[tags.LEARNER_SECONDS] = time.perf_counter() - collected
+        metrics[tags.LEARNER_SECONDS] = learned - collected
+        if self.threads is not None:
+            change = self.threads.observe(learned - collected, batch.size, learned)
+            if change is not None:
+                threads, why = change
+                if threads != torch.get_num_threads():
+                    torch.set_num_threads(threads)
+                print(f"learner threads: {why}", flush=True)
+        metrics[tags.LEARNER_THREADS] = torch.get_num_threads()
         return UpdateResult(
             agent_steps=batch.size, optimizer_steps=self.learner.updates - steps_before,
             optimizer_batch=batch.n_envs * self.cfg.observations_per_env,

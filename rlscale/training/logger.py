@@ -5,6 +5,7 @@ The x-axis of every scalar is agent steps (one env step of one environment).
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from torch.utils.tensorboard import SummaryWriter
 
 from rlscale import tags
-from rlscale.goals import GoalWindow
+from rlscale.goals import GoalOutlook, GoalWindow
 
 
 def _fmt(value: float | None, spec: str = ",.0f") -> str:
@@ -30,19 +31,37 @@ def duration(seconds: float) -> str:
 
 
 class StepRate:
-    """Agent steps per second over windows of at least ``window`` seconds (both backends)."""
+    """Agent steps per second over windows of at least ``window`` seconds (both backends), and
+    the same smoothed over ~``horizon`` seconds for the ETA.
 
-    def __init__(self, steps: int, window: float = 2.0) -> None:
-        self.window = window
+    The progress line shows the window's rate; the ETA divides by the smoothed one, so
+    a pause of a few seconds (actors being replaced after a lost node, a resize) does
+    not throw it from 10 min to 50 min and back. Until ``horizon`` seconds have been
+    timed the ETA is marked as settling.
+    """
+
+    def __init__(self, steps: int, window: float = 2.0, horizon: float = 60.0) -> None:
+        self.window, self.horizon = window, horizon
         self.since, self.steps = time.perf_counter(), steps
         self.per_second = 0.0
+        self.smoothed = 0.0
+        self.timed = 0.0  # seconds of windows measured
 
-    def update(self, steps: int) -> float:
-        now = time.perf_counter()
-        if now - self.since >= self.window:
-            self.per_second = (steps - self.steps) / (now - self.since)
+    def update(self, steps: int, now: float | None = None) -> float:
+        now = time.perf_counter() if now is None else now
+        elapsed = now - self.since
+        if elapsed >= self.window:
+            self.per_second = (steps - self.steps) / elapsed
+            # An exponential average in time: each window weighs by its length.
+            weight = 1.0 if self.timed == 0 else 1.0 - math.exp(-elapsed / self.horizon)
+            self.smoothed += weight * (self.per_second - self.smoothed)
+            self.timed += elapsed
             self.since, self.steps = now, steps
         return self.per_second
+
+    @property
+    def settled(self) -> bool:
+        return self.timed >= self.horizon
 
 
 def custom_scalars_layout(signal: str) -> dict[str, dict[str, list]]:
@@ -94,22 +113,27 @@ class RunLogger:
     def progress(self, step: int, total: int, steps_per_s: float, window: GoalWindow, n_envs: int,
                  signal: float | None, signal_name: str, lr: float, force: bool = False,
                  interval: float = 10.0, starting_envs: int = 0,
-                 next_goal: Callable[[], tuple[float, float | None] | None] | None = None) -> bool:
+                 next_goal: Callable[[], GoalOutlook | None] | None = None,
+                 eta_rate: float | None = None, settling: bool = False) -> bool:
         """Print a progress line if ``interval`` seconds passed; True when it printed.
 
-        The line ends with the time the rest of the budget takes at the current rate,
-        and what ``next_goal()`` gives (goal, the agent step the return's trend reaches
-        it, if rising): called only for a line that prints (it fits the trend).
+        The line ends with the time the rest of the budget takes at ``eta_rate`` (the
+        smoothed rate; default ``steps_per_s``), marked while that rate is ``settling``,
+        and where ``next_goal()`` puts the next goal (called only for a line that
+        prints: it fits the trend).
         """
         now = time.monotonic()
         if not force and now - self.last_print < interval:
             return False
         self.last_print = now
-        eta = f"  ETA {duration((total - step) / steps_per_s)}" if steps_per_s > 0 and step < total else ""
-        goal_at = next_goal() if next_goal is not None and steps_per_s > 0 else None
-        if goal_at is not None and goal_at[1] is not None:
-            goal, at = goal_at
-            eta += f" (goal {goal:g} at ~{at:,.0f} steps, {duration((at - step) / steps_per_s)})"
+        per_s = eta_rate or steps_per_s
+        eta = ""
+        if per_s > 0 and step < total:
+            eta = f"  ETA ~{duration((total - step) / per_s)} (rate settling)" if settling else \
+                f"  ETA {duration((total - step) / per_s)}"
+        outlook = next_goal() if next_goal is not None and per_s > 0 else None
+        if outlook is not None:
+            eta += " " + goal_eta(outlook, step, per_s)
         print(
             f"[{min(100.0, 100 * step / total):5.1f}%] steps {step:,}  {steps_per_s:,.0f}/s  "
             f"return {_fmt(window.mean, '.1f')} (last {len(window.returns)})  "
@@ -124,3 +148,15 @@ class RunLogger:
 
     def close(self) -> None:
         self.writer.close()
+
+
+def goal_eta(outlook: GoalOutlook, step: float, steps_per_s: float) -> str:
+    """Where the next goal lies: the run's own trend when it is clear, else the preset's
+    reference run at this run's rate (an estimate), else that it is not known yet."""
+    goal, forecast = f"goal {outlook.goal:g}", outlook.forecast
+    if forecast is not None and forecast.sure:
+        return f"({goal} at ~{forecast.at:,.0f} steps, {duration((forecast.at - step) / steps_per_s)})"
+    if outlook.reference is not None:
+        return (f"({goal}: the reference run got there at {outlook.reference:,.0f} steps, "
+                f"~{duration((outlook.reference - step) / steps_per_s)} at this rate: an estimate)")
+    return f"({goal}: the return's trend is not clear yet)"

@@ -24,7 +24,7 @@ from rlscale.config import Config, dumps_toml, runs_root
 from rlscale.control.controller import BatchController
 from rlscale.control.cost import predicted_speedup
 from rlscale.errors import ActorFailures, UserError
-from rlscale.goals import GOAL_WINDOW, GoalForecast, GoalWindow
+from rlscale.goals import GOAL_WINDOW, GoalForecast, GoalOutlook, GoalWindow
 from rlscale.training import checkpoint
 from rlscale.training.checkpoint import CONFIG_FILE, SUMMARY_FILE
 from rlscale.training.engine import Engine, NativeEngine, UpdateResult
@@ -66,15 +66,18 @@ class Run:
     last_lr: float | None = None  # the learning rate of the last update (annealing moves it)
     settled: bool = False  # the pool ran unchanged through the last update (its timing is clean)
 
-    def next_goal(self) -> tuple[float, float | None] | None:
-        """The lowest goal not yet met (--stop-return counts), and the step its trend reaches it."""
+    def next_goal(self) -> GoalOutlook | None:
+        """The lowest goal not yet met (--stop-return counts): where the return's trend and the
+        preset's reference run put it."""
         goals = [g for g in (*self.cfg.env.goals, self.cfg.run.stop_return)
                  if math.isfinite(g) and f"{g:g}" not in self.state.goals]
         if not goals:
             return None
         goal = min(goals)
-        at = self.forecast.expected_step(goal, self.state.agent_steps)
-        return goal, at if at is not None and at <= 2 * self.cfg.total_agent_steps else None
+        forecast = self.forecast.expected_step(goal, self.state.agent_steps)
+        if forecast is not None and forecast.at > 2 * self.cfg.total_agent_steps:
+            forecast = None
+        return GoalOutlook(goal, forecast, reference_step(self.cfg, goal, self.state.agent_steps))
 
     @property
     def signal(self) -> float | None:
@@ -88,6 +91,15 @@ class Run:
         if not self.cfg.agent.anneal_lr:
             return self.state.base_lr
         return self.state.base_lr * (1.0 - self.state.agent_steps / self.cfg.total_agent_steps)
+
+
+def reference_step(cfg: Config, goal: float, now: float) -> float | None:
+    """The agent step the preset's reference run reached ``goal`` at, if it has one still ahead."""
+    steps = cfg.agent.reference_steps
+    if len(steps) != len(cfg.env.goals) or goal not in cfg.env.goals:
+        return None
+    at = steps[cfg.env.goals.index(goal)]
+    return at if at > now else None
 
 
 def make_engine(cfg: Config, run_dir: Path, n_envs: int, state: dict[str, Any] | None) -> Engine:
@@ -164,10 +176,12 @@ def record_episode(run: Run, episode_return: float, length: int) -> bool:
 
 
 def stop_clause(cfg: Config) -> str:
-    """The header's note of the early stop, when the run has one."""
+    """The header's note of the early stop, when the run has one (and where the preset's reference got there)."""
     if math.isinf(cfg.run.stop_return):
         return ""
-    return f", stops at a mean return of {cfg.run.stop_return:g} over {GOAL_WINDOW} episodes"
+    reference = reference_step(cfg, cfg.run.stop_return, 0)
+    seen = f" (the preset's reference run: at {reference:,.0f} agent steps)" if reference else ""
+    return f", stops at a mean return of {cfg.run.stop_return:g} over {GOAL_WINDOW} episodes{seen}"
 
 
 def train_loop(run: Run) -> None:
@@ -235,7 +249,8 @@ def train_loop(run: Run) -> None:
         run.forecast.add(s.agent_steps, run.window.full_mean)
         printed = run.logger.progress(s.agent_steps, total, steps_per_s, run.window, s.n_envs, run.signal,
                                       _signal_name(cfg), lr, interval=cfg.run.log_interval,
-                                      starting_envs=result.starting_envs, next_goal=run.next_goal)
+                                      starting_envs=result.starting_envs, next_goal=run.next_goal,
+                                      eta_rate=rate.smoothed, settling=not rate.settled)
         if printed and run.on_progress is not None:
             run.on_progress(headline(run))
         # PPO takes epochs x minibatches optimizer steps per batch, so the count jumps:

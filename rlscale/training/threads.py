@@ -1,0 +1,102 @@
+"""The learner's torch threads, adapted to the cores actually free (``--learner-threads 0``).
+
+A learner with one torch thread per core runs as a team: each pass waits for
+its slowest thread. When another process takes a core, one of the team is
+descheduled and the whole pass waits for it: beside one busy process the
+default Pong run fell from 830 to 116 agent steps/s, where one thread fewer
+ran at 535 (issue 36's measurement on a Xeon). No fixed count is right for a
+quiet machine and a busy one, so the learner watches its own update times:
+
+* at each thread count it keeps the quietest median it has seen (the median
+  of ``window`` updates, in seconds per agent step, so resized batches
+  compare);
+* when the median of the last ``window`` updates is ``slowdown`` times that
+  quiet median, it tries one thread fewer for ``trial`` updates, and keeps
+  it where that was ``margin`` faster; else it goes back and waits
+  ``retry_seconds`` before trying again, twice as long after each trial that
+  changed nothing (a trial at the wrong count is slow: it should be rare);
+* below the full count it tries one thread more the same way (the busy
+  process may have ended).
+
+Nothing changes in the first ``settle_seconds`` (start-up is slow for other
+reasons), for updates shorter than ``min_update_seconds`` (their timing is
+mostly noise, and so small a learner gains little from a thread team), or while
+the machine is quiet: a quiet run keeps its threads and its summation order.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ThreadGovernor:
+    most: int  # the full count: the machine's cores
+    window: int = 5  # updates whose median is one reading
+    slowdown: float = 1.5  # a reading this many times the quiet one: a core has been taken
+    trial: int = 3  # updates whose median is a trial's reading
+    margin: float = 1.1  # a trial count must be this much faster to be kept
+    retry_seconds: float = 60.0  # the first wait between trials; doubled after each that changed nothing
+    settle_seconds: float = 20.0  # no changes before this much time has passed
+    min_update_seconds: float = 0.02  # shorter updates are not watched
+    threads: int = field(init=False)
+    quiet: dict[int, float] = field(default_factory=dict)  # threads -> the fastest reading at that count
+    _recent: deque[float] = field(init=False)
+    _trial_from: tuple[int, float] | None = None  # (threads, reading) a trial is compared against
+    _start: float | None = None
+    _last_trial: float = float("-inf")
+    _wait: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.threads = self.most
+        self._recent = deque(maxlen=self.window)
+        self._wait = self.retry_seconds
+
+    def observe(self, seconds: float, steps: int, now: float) -> tuple[int, str] | None:
+        """One update's learner time for ``steps`` agent steps, at ``now`` (seconds, monotonic).
+
+        Returns (the thread count to set, why) when it should change, else None.
+        """
+        if self._start is None:
+            self._start = now
+        if seconds < self.min_update_seconds:
+            return None
+        self._recent.append(seconds / max(1, steps))
+        if len(self._recent) < (self.window if self._trial_from is None else self.trial):
+            return None
+        reading = statistics.median(self._recent)
+        self.quiet[self.threads] = min(reading, self.quiet.get(self.threads, reading))
+        if self._trial_from is not None:
+            return self._end_trial(reading, now)
+        if now - self._start < self.settle_seconds or now - self._last_trial < self._wait:
+            return None
+        if self.threads > 1 and reading >= self.slowdown * self.quiet[self.threads]:
+            ratio = reading / self.quiet[self.threads]
+            return self._try(self.threads - 1, reading, now,
+                             f"updates {ratio:.1f}x slower than their quietest at {self.threads}: "
+                             "a core is busy elsewhere")
+        if self.threads < self.most:
+            return self._try(self.threads + 1, reading, now, "checking whether a core came free")
+        return None
+
+    def _try(self, threads: int, reading: float, now: float, why: str) -> tuple[int, str]:
+        self._trial_from = (self.threads, reading)
+        self._last_trial = now
+        self.threads = threads
+        self._recent.clear()
+        return threads, f"trying {threads}: {why}"
+
+    def _end_trial(self, reading: float, now: float) -> tuple[int, str] | None:
+        before, before_reading = self._trial_from
+        self._trial_from = None
+        self._last_trial = now
+        self._recent.clear()
+        speedup = before_reading / reading
+        if speedup >= self.margin:
+            self._wait = self.retry_seconds
+            return self.threads, f"keeping {self.threads}: {speedup:.2f}x the speed of {before}"
+        self._wait *= 2
+        tried, self.threads = self.threads, before
+        return before, f"back to {before}: {tried} ran at {speedup:.2f}x its speed"

@@ -1,0 +1,71 @@
+"""--learner-threads 0: the learner's thread count follows the cores actually free (the rule, on known times)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlscale.training.threads import ThreadGovernor
+
+
+def drive(governor: ThreadGovernor, seconds_per_step, updates: int, start: float = 0.0,
+          period: float = 2.0, seed: int = 0) -> tuple[list[int], list[str]]:
+    """Feed ``updates`` updates of 1,024 steps ``period`` seconds apart, each taking
+    seconds_per_step(threads) ms per step x 10 % noise."""
+    rng = np.random.default_rng(seed)
+    counts, notes = [], []
+    for i in range(updates):
+        seconds = 1024e-3 * seconds_per_step(governor.threads) * rng.uniform(0.95, 1.05)
+        change = governor.observe(seconds, 1024, start + i * period)
+        if change is not None:
+            notes.append(change[1])
+        counts.append(governor.threads)
+    return counts, notes
+
+
+QUIET = {2: 1.0, 1: 1.34}  # ms per step: the quiet two-thread team is 1.34x one thread (830 vs 618 measured)
+BUSY = {2: 7.2, 1: 1.55}  # a core taken: the team collapses, one thread only loses its share
+
+
+def test_a_quiet_machine_keeps_every_thread():
+    governor = ThreadGovernor(2)
+    counts, notes = drive(governor, QUIET.get, 500)
+    assert set(counts) == {2} and notes == []
+
+
+def test_a_busy_core_drops_a_thread_and_its_end_restores_it():
+    governor = ThreadGovernor(2)
+    counts, notes = drive(governor, QUIET.get, 50)  # 100 s quiet
+    assert set(counts) == {2}
+    counts, notes = drive(governor, BUSY.get, 100, start=100)  # 200 s beside a busy process
+    dropped = counts.index(1)
+    assert dropped <= governor.window + governor.trial  # within a window and a trial
+    assert notes[0].startswith("trying 1: updates 7.") and notes[1].startswith("keeping 1: 4.")
+    # Trials of 2 while still busy go back to 1, the second after twice the wait (60 s, then 120 s).
+    assert notes[2:] == ["trying 2: checking whether a core came free", "back to 1: 2 ran at 0.20x its speed",
+                         "trying 2: checking whether a core came free"]
+    assert sum(c == 2 for c in counts[dropped:]) <= 2 * governor.trial
+    counts, notes = drive(governor, QUIET.get, 50, start=300)  # quiet again: the trial under way keeps 2
+    assert set(counts) == {2} and notes[0].startswith("keeping 2: 1.")
+
+
+def test_a_machine_slower_at_every_count_keeps_its_threads():
+    """All counts slowed alike (a throttled CPU): one trial of one thread fewer, and back."""
+    governor = ThreadGovernor(2)
+    drive(governor, QUIET.get, 50)
+    counts, notes = drive(governor, lambda t: 2 * QUIET[t], 50, start=100)
+    assert counts[-1] == 2
+    assert notes[0].startswith("trying 1") and notes[1].startswith("back to 2: 1 ran at 0.")
+
+
+def test_short_updates_are_left_alone():
+    """A small learner's updates (CartPole's, MinAtar's) are too short to time or to gain from a team."""
+    governor = ThreadGovernor(2, min_update_seconds=2.0)  # every update here takes ~1-7 s x 1.024
+    drive(governor, QUIET.get, 50)
+    counts, notes = drive(governor, lambda t: BUSY[t] / 4, 100, start=100)  # busy, but each update < 2 s
+    assert set(counts) == {2} and notes == []
+
+
+def test_nothing_changes_while_the_run_settles():
+    governor = ThreadGovernor(2, settle_seconds=20.0)
+    counts, _ = drive(governor, lambda t: BUSY[t] if governor.quiet else QUIET[t], 10, period=1.0)
+    assert set(counts) == {2}  # 10 s in: slow, but not yet settled
