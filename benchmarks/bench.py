@@ -36,10 +36,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from benchtiming import Rate, busy_cpu_seconds, timed
-from lean import lean_a2c, lean_ppo, pong_network
+from lean import lean_a2c, lean_ppo, pong_network, random_pong
 
 from rlscale.config import build_config
 from rlscale.envs.vector import probe_spec, sample_observations
@@ -101,15 +100,8 @@ class Parts:
 
 
 def emulator_part(seconds: float, n_envs: int = 8) -> float:
-    from ale_py.vector_env import AtariVectorEnv
-
-    env = AtariVectorEnv("pong", n_envs, num_threads=1)
-    env.reset(seed=0)
-    rng = np.random.default_rng(0)
-    try:
-        return cpu_ms_per_step(lambda: (env.step(rng.integers(0, 6, n_envs)), n_envs)[1], seconds)
-    finally:
-        env.close()
+    with random_pong(n_envs) as step:
+        return cpu_ms_per_step(step, seconds)
 
 
 def pong_rows(rows: int) -> torch.Tensor:

@@ -41,10 +41,9 @@ import argparse
 import os
 from pathlib import Path
 
-import numpy as np
 import torch
 from benchtiming import Rate, timed
-from lean import lean_a2c
+from lean import lean_a2c, random_pong
 
 from rlscale.config import build_config
 from rlscale.distributed.ray_pool import RayPool
@@ -52,15 +51,8 @@ from rlscale.training.engine import NativeEngine
 
 
 def emulator(n_envs: int, seconds: float) -> Rate:
-    from ale_py.vector_env import AtariVectorEnv
-
-    env = AtariVectorEnv("pong", n_envs, num_threads=1, reward_clipping=False)
-    env.reset(seed=0)
-    rng = np.random.default_rng(0)
-    try:
-        return timed(lambda: (env.step(rng.integers(0, 6, n_envs)), n_envs)[1], seconds)
-    finally:
-        env.close()
+    with random_pong(n_envs) as step:
+        return timed(step, seconds)
 
 
 def rlscale_loop(n_envs: int, seconds: float, serial: bool = False, measure: bool = True,

@@ -62,9 +62,9 @@ VARIANTS = {
 }
 
 
-def pong_batch(n_envs: int):
-    """One real Pong batch of n_envs x 5 steps, and the env's spec."""
-    base = build_config("pong", "a2c", {"n_envs": n_envs, "warmup_max_steps": 0})
+def pong_batch(n_envs: int, algo: str = "a2c"):
+    """One real Pong batch of n_envs x the agent's steps (A2C: 5, PPO: 128), and the env's spec."""
+    base = build_config("pong", algo, {"n_envs": n_envs, "warmup_max_steps": 0})
     spec = probe_spec(base.env)
     torch.manual_seed(0)
     pool = SerialPool(base, spec)

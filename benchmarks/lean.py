@@ -9,6 +9,9 @@ losses, Adam). Both step ale-py's native vector env in one thread and return a
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
+
 import numpy as np
 import torch
 from benchtiming import Rate, timed
@@ -17,6 +20,21 @@ from rlscale.agents.optim import RMSpropTF
 from rlscale.config import build_config
 from rlscale.envs.vector import probe_spec
 from rlscale.models.nets import build_network
+
+
+@contextlib.contextmanager
+def random_pong(n_envs: int) -> Iterator[Callable[[], int]]:
+    """ale-py's native vector env of ``n_envs`` Pongs in one thread; yields a call that steps
+    them all with random actions and returns the agent steps taken (the emulator alone)."""
+    from ale_py.vector_env import AtariVectorEnv
+
+    env = AtariVectorEnv("pong", n_envs, num_threads=1, reward_clipping=False)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    try:
+        yield lambda: (env.step(rng.integers(0, 6, n_envs)), n_envs)[1]
+    finally:
+        env.close()
 
 
 def pong_network(algo: str) -> torch.nn.Module:

@@ -19,23 +19,12 @@ import functools
 
 import numpy as np
 import torch
+from bench_noise import pong_batch
 from benchtiming import interleaved_medians
 
 from rlscale.agents.ppo import PPOLearner
 from rlscale.config import build_config
-from rlscale.envs.vector import probe_spec
 from rlscale.models.nets import build_network
-from rlscale.rollout.worker import SerialPool, flat_weights
-
-
-def pong_ppo_batch():
-    cfg = build_config("pong", "ppo", {"warmup_max_steps": 0})
-    spec = probe_spec(cfg.env)
-    torch.manual_seed(0)
-    pool = SerialPool(cfg, spec)
-    batch = pool.collect(flat_weights(build_network(spec, "auto", 64)))
-    pool.close()
-    return batch, spec
 
 
 def lean_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, obs: torch.Tensor, bf16: bool) -> None:
@@ -67,7 +56,7 @@ def main() -> None:
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    batch, spec = pong_ppo_batch()
+    batch, spec = pong_batch(8, "ppo")
     print(f"torch threads {torch.get_num_threads()}, precision {args.precision}, batch {batch.size} rows; "
           f"median of {args.repeats} updates each", flush=True)
     variants = {
@@ -75,6 +64,7 @@ def main() -> None:
         "rlscale default": {},
         "rlscale, metrics every update": {"curvature_every": 1},
         "rlscale, parts every update": {"noise_parts_every": 1},
+        "rlscale, noise on 1 minibatch": {"noise_minibatches": 1},
         "rlscale, noise off, 256-row passes": {"measure_noise": False, "learner_chunk_rows": 256},
         "rlscale default, 256-row passes": {"learner_chunk_rows": 256},
     }

@@ -104,6 +104,8 @@ class NoiseConfig:
     noise_groups: int = opt(4, "k: groups of whole environments the batch gradient is split into")
     noise_horizon: float = opt(100_000, "EMA horizon of the noise estimates, in observations")
     noise_parts_every: int = opt(4, "measure the policy and value noise scales every this many updates (0 = never)")
+    noise_minibatches: int = opt(0, "PPO: the first epoch's minibatches the noise scale is measured on, from the "
+                                 "first (0 = all of them)")
     measure_curvature: bool = opt(True, "measure the total loss's noise scale in the optimizer's metric (B_P) and "
                                   "the Hessian's (B_noise, eq. 2.8), and eps_max, every --curvature-every batches")
     # One measurement took 4.4x (640 observations) to 8.5x (80) the time of an unmeasured Pong A2C
@@ -267,7 +269,7 @@ class Config:
         non_negative = {
             "noop_max": e.noop_max, "warmup_max_steps": e.warmup_max_steps,
             "ent_coef": a.ent_coef, "vf_coef": a.vf_coef, "max_grad_norm": a.max_grad_norm,
-            "noise_parts_every": n.noise_parts_every, "cooldown": c.cooldown,
+            "noise_parts_every": n.noise_parts_every, "noise_minibatches": n.noise_minibatches, "cooldown": c.cooldown,
             "learner_threads": r.learner_threads, "lr_alpha": c.lr_alpha, "min_gain": c.min_gain,
             "envs_per_actor": r.envs_per_actor,
             "learner_chunk_rows": r.learner_chunk_rows,

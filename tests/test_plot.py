@@ -6,7 +6,7 @@ import numpy as np
 
 from rlscale import tags
 from rlscale.goals import rolling_mean
-from rlscale.reports.events import break_gaps, read_scalars
+from rlscale.reports.events import CACHE_FILE, break_gaps, read_scalars
 from rlscale.reports.plot import batch_lines
 from rlscale.reports.plot import main as plot_main
 from rlscale.train import main as train_main
@@ -55,3 +55,28 @@ def test_plot_draws_every_point_of_a_run_whose_batch_grows_8x(tmp_path):
     steps, values, *_ = lines["B_simple total"]
     assert steps.size == 200 and not np.isnan(values).any()
     assert plot_main([str(run_dir)]) == 0
+
+
+def test_scalars_are_read_from_the_cache_until_the_event_files_change(tmp_path):
+    """Reports read a run's scalars once; a resumed run's new events file is read again."""
+    run_dir = tmp_path / "cached"
+    logger = RunLogger(str(run_dir))
+    for step in range(1, 51):
+        logger.scalars({tags.OPTIMIZER_BATCH: 80.0, tags.LR: 1e-3 * step}, step)
+    logger.close()
+    first = read_scalars(run_dir)
+    cache = run_dir / CACHE_FILE
+    assert cache.is_file()
+    # What the next read returns comes from the cache: plant a value in it and see it come back.
+    with np.load(cache) as data:
+        arrays = dict(data)
+    lr = list(arrays["tags"]).index(tags.LR)
+    arrays[f"values{lr}"] = arrays[f"values{lr}"] * 0 + 7.0
+    np.savez(cache, **arrays)
+    assert set(read_scalars(run_dir)[tags.LR][1]) == {7.0}
+    assert read_scalars(run_dir)[tags.OPTIMIZER_BATCH][0].tolist() == first[tags.OPTIMIZER_BATCH][0].tolist()
+    logger = RunLogger(str(run_dir))  # a resume: a second events file
+    logger.scalars({tags.LR: 5.0}, 51)
+    logger.close()
+    again = read_scalars(run_dir)
+    assert again[tags.LR][0][-1] == 51 and again[tags.LR][1][0] == first[tags.LR][1][0] != 7.0

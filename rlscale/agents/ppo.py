@@ -109,12 +109,14 @@ class PPOLearner(Learner):
         measured: dict[str, float] = {}  # the metrics' measurement, on the batch's first minibatch
         generator = np.random.default_rng(self.updates)
         whole_batch = batch.size if self.data_parallel is None else batch.n_steps * self.data_parallel.share.n_envs
+        measured_minibatches = self.cfg.noise.noise_minibatches or a.n_minibatches
         for epoch in range(a.n_epochs):
-            for mb in np.array_split(generator.permutation(whole_batch), a.n_minibatches):
+            for index, mb in enumerate(np.array_split(generator.permutation(whole_batch), a.n_minibatches)):
                 mb = self.own_rows(mb)
                 adv_mean, adv_std = self.minibatch_mean_std(data.advantages[self.index(mb)])
                 loss = functools.partial(self.loss, data, adv_mean, adv_std)
-                grad = self.gradient(loss, mb, batch.n_envs, measure=measure and epoch == 0)
+                grad = self.gradient(loss, mb, batch.n_envs,
+                                     measure=measure and epoch == 0 and index < measured_minibatches)
 
                 # 3. Noise scale (in the other metrics every few batches), clip and step (skipped when not finite).
                 metrics = self.record_noise(grad, sum(grad.sizes) if epoch == 0 else 0.0)
