@@ -11,17 +11,24 @@ quiet machine and a busy one, so the learner watches its own update times:
   of ``window`` updates, in seconds per agent step, so resized batches
   compare);
 * when the median of the last ``window`` updates is ``slowdown`` times that
-  quiet median, it tries one thread fewer for ``trial`` updates, and keeps
-  it where that was ``margin`` faster; else it goes back and waits
-  ``retry_seconds`` before trying again, twice as long after each trial that
-  changed nothing (a trial at the wrong count is slow: it should be rare);
-* below the full count it tries one thread more the same way (the busy
-  process may have ended).
+  quiet median (at most every ``retry_seconds``), it tries one thread fewer
+  for ``trial`` updates, and keeps it where that was ``margin`` faster, else
+  goes back;
+* once, early (after ``settle_seconds``), it tries one thread fewer whatever
+  the times say: a run that starts beside a busy process never sees its
+  quiet speed, so it cannot tell that it is slow (measured: the default Pong
+  run started beside a busy process ran at 0.32x its quiet speed, untouched);
+* below the full count it tries one thread more (the busy process may have
+  ended); these looks wait ``retry_seconds``, twice as long after each that
+  changed nothing (a trial at the wrong count is slow: it should be rare).
 
 Nothing changes in the first ``settle_seconds`` (start-up is slow for other
-reasons), for updates shorter than ``min_update_seconds`` (their timing is
-mostly noise, and so small a learner gains little from a thread team), or while
-the machine is quiet: a quiet run keeps its threads and its summation order.
+reasons) or for updates shorter than ``min_update_seconds`` (their timing is
+mostly noise, and so small a learner gains little from a thread team). A
+quiet run pays the early look (``trial`` updates at one thread fewer) and
+keeps its threads. The thread count changes the convolutions' summation order,
+so a run whose threads changed is not bitwise the run it would have been:
+``--learner-threads N`` fixes them.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ class ThreadGovernor:
     _start: float | None = None
     _last_trial: float = float("-inf")
     _wait: float = field(init=False)
+    _explored: bool = False  # the one look at one thread fewer, early in the run
 
     def __post_init__(self) -> None:
         self.threads = self.most
@@ -70,13 +78,21 @@ class ThreadGovernor:
         self.quiet[self.threads] = min(reading, self.quiet.get(self.threads, reading))
         if self._trial_from is not None:
             return self._end_trial(reading, now)
-        if now - self._start < self.settle_seconds or now - self._last_trial < self._wait:
+        if now - self._start < self.settle_seconds:
             return None
-        if self.threads > 1 and reading >= self.slowdown * self.quiet[self.threads]:
+        since = now - self._last_trial
+        if (self.threads > 1 and since >= self.retry_seconds
+                and reading >= self.slowdown * self.quiet[self.threads]):
             ratio = reading / self.quiet[self.threads]
             return self._try(self.threads - 1, reading, now,
                              f"updates {ratio:.1f}x slower than their quietest at {self.threads}: "
                              "a core is busy elsewhere")
+        if since < self._wait:
+            return None
+        if not self._explored and self.threads > 1:
+            # A run that starts beside a busy process never sees its quiet speed: look once.
+            self._explored = True
+            return self._try(self.threads - 1, reading, now, "checking whether every core is free")
         if self.threads < self.most:
             return self._try(self.threads + 1, reading, now, "checking whether a core came free")
         return None
