@@ -88,7 +88,13 @@ class GoalForecast:
         if len(self.history) < 4:
             return None
         steps, means = np.array(self.history).T
-        slope = float(np.polyfit(steps, means, 1)[0])
+        # Five points or more leave residuals to estimate the slope's error from: one fit gives both.
+        if len(steps) >= 5:
+            coefficients, covariance = np.polyfit(steps, means, 1, cov=True)
+            error = 2.0 * float(np.sqrt(covariance[0, 0]))
+        else:
+            coefficients, error = np.polyfit(steps, means, 1), None
+        slope = float(coefficients[0])
         if slope <= 0:
             return None
         # Through the points' centroid, where the intercept's error vanishes: only the slope's is left.
@@ -100,11 +106,9 @@ class GoalForecast:
 
         if remaining(slope) <= 0:
             return None
-        sure = False
-        if len(steps) >= 5:  # fewer points leave no residuals to estimate the slope's error from
-            error = 2.0 * float(np.sqrt(np.polyfit(steps, means, 1, cov=True)[1][0, 0]))
-            sure = (slope - error > 0 and remaining(slope - error) <= self.spread * remaining(slope)
-                    and remaining(slope + error) >= remaining(slope) / self.spread)
+        sure = error is not None and (
+            slope - error > 0 and remaining(slope - error) <= self.spread * remaining(slope)
+            and remaining(slope + error) >= remaining(slope) / self.spread)
         at = start + remaining(slope)
         return Forecast(float(at), bool(sure))
 
