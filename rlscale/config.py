@@ -121,7 +121,8 @@ class ControlConfig:
     # total: measured every update at near-zero cost, and within 1.4x of the fitted
     # B_crit on the CartPole study's well-determined goals (docs/notebook/results.md).
     signal: str = opt("total", "noise scale the controller follows: B_simple of the total loss or of one part, "
-                      "or the total's in the optimizer's metric (precond: B_P) or the Hessian's (hessian: B_noise)",
+                      "or the total's in the optimizer's metric (precond: B_P), the Hessian's (hessian: B_noise) "
+                      "or the Hessian's seen through the optimizer (precond_hessian: B_PH)",
                       tags.SIGNALS)
     r: float = opt(1000.0, "sqrt mode: exchange rate r in examples per step (B = sqrt(r * B_simple))")
     # B_simple is the critical batch only where the Hessian is well conditioned; on the
@@ -330,10 +331,10 @@ class Config:
         return self
 
     def _check_metric_signal(self) -> None:
-        """--signal precond/hessian needs what measures them: rlscale's own single learner."""
+        """--signal precond/hessian/precond_hessian needs what measures them: rlscale's own single learner."""
         a, n, c, r = self.agent, self.noise, self.control, self.run
         why = None
-        if c.signal == "precond" and a.optimizer not in PRECONDITIONED_OPTIMIZERS:
+        if c.signal in ("precond", "precond_hessian") and a.optimizer not in PRECONDITIONED_OPTIMIZERS:
             why = f"--optimizer {a.optimizer} has no preconditioner; use one of {', '.join(PRECONDITIONED_OPTIMIZERS)}"
         elif not (n.measure_noise and n.measure_curvature):
             why = "it is measured with --measure-noise and --measure-curvature on"

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 PARTS = ("total", "policy", "value")  # the loss parts the noise scale is measured for
 # The total loss's noise scale in other metrics (docs/noise-scale.md): the optimizer's
-# preconditioner P (B_P = tr(P Sigma) / G^T P G) and the Hessian H (B_noise, eq. 2.8).
-METRICS = ("precond", "hessian")
+# preconditioner P (B_P = tr(P Sigma) / G^T P G), the Hessian H (B_noise, eq. 2.8) and
+# the Hessian seen through the preconditioner (B_PH = tr(PHP Sigma) / G^T PHP G: the
+# critical batch of the step the optimizer takes, -lr * P * g).
+METRICS = ("precond", "hessian", "precond_hessian")
 SIGNALS = PARTS + METRICS  # what the controller can follow (--signal)
-METRIC_LABELS = {"precond": "B_P", "hessian": "B_noise"}  # how the console and reports name them
+METRIC_LABELS = {"precond": "B_P", "hessian": "B_noise", "precond_hessian": "B_PH"}  # the console's and reports' names
 
 EPISODE_RETURN = "rollout/episode_return"  # unclipped game score of one episode
 EPISODE_LENGTH = "rollout/episode_length"  # agent steps
@@ -50,6 +52,7 @@ LEGACY_SIGNAL = "noise/b_simple"
 METRIC_TAGS = {
     "precond": ("noise/b_precond", "noise/gpg", "noise/trace_p_sigma"),
     "hessian": ("noise/b_noise", "noise/ghg", "noise/trace_h_sigma"),
+    "precond_hessian": ("noise/b_precond_hessian", "noise/gphpg", "noise/trace_php_sigma"),
 }
 
 

@@ -1,4 +1,4 @@
-"""B_simple, B_P and B_noise against an anisotropic problem whose three differ >= 5x in closed form.
+"""B_simple, B_P, B_noise and B_PH against an anisotropic problem whose first three differ >= 5x in closed form.
 
 Least squares with anisotropic Gaussian inputs (docs/noise-scale.md): x ~ N(0, C),
 y = x.theta* + e, e ~ N(0, s^2), D = theta - theta*. The per-sample gradient is
@@ -26,16 +26,20 @@ C = np.array([36.0, 6.0, 1.0, 1 / 6])  # eigenvalues of the input covariance (th
 D = np.array([0.03, 0.1, 3.0, 1.0])  # theta - theta*
 S = 4.0  # the label noise's standard deviation
 P = C ** -2.0  # a diagonal preconditioner
+# B_PH's truth test takes a milder one: C^-2 would weight the smallest direction's noise
+# 216x in P H P, and its estimate would need ~10x the draws to settle within 5 %.
+P_PH = C ** -1.0
 
 
 def closed_form() -> dict[str, float]:
     g = C * D
     sigma = np.outer(g, g) + (D @ (C * D) + S**2) * np.diag(C)
     return {"simple": np.trace(sigma) / (g @ g), "precond": np.trace(np.diag(P) @ sigma) / (g @ (P * g)),
-            "hessian": np.trace(np.diag(C) @ sigma) / (g @ (C * g)), "eps_max": (g @ g) / (g @ (C * g))}
+            "hessian": np.trace(np.diag(C) @ sigma) / (g @ (C * g)), "eps_max": (g @ g) / (g @ (C * g)),
+            "precond_hessian": np.trace(np.diag(P_PH * C * P_PH) @ sigma) / (g @ (P_PH * C * P_PH * g))}
 
 
-TRUTH = closed_form()  # B_P 19.2, B_simple 104.3, B_noise 634.4, eps_max 0.065
+TRUTH = closed_form()  # B_PH 11.9, B_P 19.2, B_simple 104.3, B_noise 634.4, eps_max 0.065
 
 
 def group_draws(rng: np.random.Generator, batch: int, k: int, n: int):
@@ -73,14 +77,16 @@ def measured(metric: str, batch: int, k: int, draws: int, seed: int, same_rows: 
         big = np.einsum("nkd,k->nd", g, np.array(sizes) / batch)
         weight = P if metric == "precond" else np.ones_like(P)
         sq, big_sq = (g**2 * weight).sum(axis=2), (big**2 * weight).sum(axis=1)
-        diagonal, cross = hessian_terms(xs, g, same_rows) if metric == "hessian" else (None, None)
+        # B_PH: the Hessian's terms between the preconditioned vectors P g (P is diagonal).
+        diagonal, cross = ((None, None) if metric not in ("hessian", "precond_hessian") else
+                           hessian_terms(xs, g * (P_PH if metric == "precond_hessian" else 1.0), same_rows))
         for t in range(1000):
             meter.observe(batch)
             meter.record_sample("total", estimate(list((g[t] ** 2).sum(axis=1)), sizes, float(big[t] @ big[t])))
             if metric == "precond":
                 meter.record_sample("precond", estimate(list(sq[t]), sizes, float(big_sq[t])))
-            elif metric == "hessian":
-                meter.record_sample("hessian", metric_estimate(sizes, list(diagonal[t]), list(cross[t])))
+            elif diagonal is not None:
+                meter.record_sample(metric, metric_estimate(sizes, list(diagonal[t]), list(cross[t])))
     return meter
 
 
@@ -88,7 +94,8 @@ def test_the_three_noise_scales_differ_at_least_5x_in_closed_form():
     assert TRUTH["simple"] >= 5 * TRUTH["precond"] and TRUTH["hessian"] >= 5 * TRUTH["simple"]
 
 
-@pytest.mark.parametrize("metric, draws", [("simple", 16_000), ("precond", 16_000), ("hessian", 12_000)])
+@pytest.mark.parametrize("metric, draws", [("simple", 16_000), ("precond", 16_000), ("hessian", 12_000),
+                                           ("precond_hessian", 48_000)])  # batches of 6-24: more draws
 @pytest.mark.parametrize("k", [3, 8])
 @pytest.mark.parametrize("times_truth", [0.5, 2.0])
 def test_each_estimator_lands_within_5_percent_of_its_closed_form(metric, draws, k, times_truth):
@@ -148,21 +155,26 @@ def test_learner_passes_give_the_same_samples_as_the_closed_form_terms():
     expected_p = estimate(list((g[0] ** 2 * P).sum(axis=1)), sizes, float(big @ (P * big)))
     diagonal, cross = hessian_terms(xs, g)
     expected_h = metric_estimate(sizes, list(diagonal[0]), list(cross[0]))
-    for got, want in ((samples.precond, expected_p), (samples.hessian, expected_h)):
+    diagonal, cross = hessian_terms(xs, g * P)
+    expected_ph = metric_estimate(sizes, list(diagonal[0]), list(cross[0]))
+    for got, want in ((samples.precond, expected_p), (samples.hessian, expected_h),
+                      (samples.precond_hessian, expected_ph)):
         assert got.grad_sq == pytest.approx(want.grad_sq, rel=1e-9)
         assert got.trace_sigma == pytest.approx(want.trace_sigma, rel=1e-9)
     assert torch.equal(theta.grad, torch.full_like(theta, 7.0))
 
 
-def test_the_metrics_cost_k_forward_and_2k_backward_passes_per_measured_update(monkeypatch):
+def test_the_metrics_cost_k_forward_and_2k_or_3k_backward_passes_per_measured_update(monkeypatch):
     """docs/noise-scale.md: per env group one forward pass, one backward keeping its graph, and one
-    double backward (the Hessian-vector product); B_P reuses the same group gradients."""
+    double backward (the Hessian-vector product) for B_noise; once the optimizer has a preconditioner,
+    a second double backward (H times P g) for B_PH. B_P reuses the group gradients."""
     spec = SPECS["nature_cnn"]
     cfg = build_config("cartpole", None, {"n_envs": 8, "noise_groups": 4, "optimizer": "rmsprop_tf"})
     torch.manual_seed(0)
     learner = A2CLearner(build_network(spec, "auto", 64), cfg)
     learner.update(random_batch(spec, 5, 8))  # measures B_noise (batch 0); no preconditioner before a step
     assert learner.noise.emas["hessian"].samples == 1 and learner.noise.emas["precond"].samples == 0
+    assert learner.noise.emas["precond_hessian"].samples == 0
     batch = random_batch(spec, 5, 8, seed=1)
     returns = nstep_returns(batch, cfg.agent.gamma)
     data = A2CRows(learner.rows(batch.obs), learner.rows(batch.actions), learner.rows(returns),
@@ -175,6 +187,7 @@ def test_the_metrics_cost_k_forward_and_2k_backward_passes_per_measured_update(m
     learner.noise.observe(batch.size)
     metrics = learner.record_metrics(lambda rows: learner.loss(data, rows), np.arange(batch.size), 8)
     assert len(forwards) == 4  # k forward passes over B/k rows each
-    assert grads == [True] * 4 + [False] * 4  # k backward passes keeping the graph, k double backward
+    assert grads == [True] * 4 + [False] * 8  # k backward passes keeping the graph, 2k double backward
     assert metrics["perf/curvature_seconds"] > 0
     assert learner.noise.emas["hessian"].samples == 2 and learner.noise.emas["precond"].samples == 1
+    assert learner.noise.emas["precond_hessian"].samples == 1

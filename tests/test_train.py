@@ -243,9 +243,10 @@ def test_closed_loop_cartpole_resizes_toward_the_noise_scale(tmp_path, capsys):
                  "--curvature-every", "4", "--total-frames", "24000", "--run-dir", str(run_dir)])
     assert code == 0
     events = scalars(run_dir)
-    # Every estimator's tags: B_simple per part, B_P and B_noise with their quadratics, eps_max, their cost.
+    # Every estimator's tags: B_simple per part, B_P, B_noise and B_PH with their quadratics, eps_max, their cost.
     assert {"noise/b_simple_total", "noise/b_simple_policy", "noise/b_simple_value", "noise/b_precond",
             "noise/gpg", "noise/trace_p_sigma", "noise/b_noise", "noise/ghg", "noise/trace_h_sigma",
+            "noise/b_precond_hessian", "noise/gphpg", "noise/trace_php_sigma",
             "noise/eps_max", "perf/curvature_seconds"} <= set(events.Tags()["scalars"])
     n_envs = [e.value for e in events.Scalars("batch/n_envs")]
     targets = [e.value for e in events.Scalars("batch/target")]

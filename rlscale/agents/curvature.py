@@ -41,6 +41,7 @@ class MetricSamples:
 
     precond: NoiseSample | None
     hessian: NoiseSample | None
+    precond_hessian: NoiseSample | None
 
 
 def preconditioner(optimizer: torch.optim.Optimizer, params: Sequence[torch.nn.Parameter]) -> list[torch.Tensor] | None:
@@ -93,21 +94,41 @@ def metric_samples(params: Sequence[torch.nn.Parameter], loss: RowsLoss, groups:
     total = float(sum(sizes))
     big = sum(f * (b / total) for f, b in zip(flats, sizes, strict=True))
 
-    precond_sample = None
+    precond_sample, weight = None, None
     if precond is not None:
-        p = _flat(precond, params).double()
-        precond_sample = estimate([float((f * f * p).sum()) for f in flats], sizes, float((big * big * p).sum()))
+        weight = _flat(precond, params).double()
+        precond_sample = estimate([float((f * f * weight).sum()) for f in flats], sizes,
+                                  float((big * big * weight).sum()))
+    hessian, precond_hessian = _hessian_samples(params, graphs, flats, sizes, weight)
+    return MetricSamples(precond_sample, hessian, precond_hessian)
 
-    k = len(groups)
-    diagonal, cross = [0.0] * k, []
-    for h in range(k):  # the Hessian of group h's loss times the previous group's gradient
+
+def _hessian_samples(params: Sequence[torch.nn.Parameter], graphs: list, flats: list[torch.Tensor],
+                     sizes: list[int], weight: torch.Tensor | None) -> tuple[NoiseSample | None, NoiseSample | None]:
+    """G^T H G, tr(H Sigma) and, with a preconditioner P, G^T PHP G, tr(PHP Sigma).
+
+    The Hessian of group h's loss multiplies the previous group's gradient g_i (and,
+    for PHP, P g_i), and the products are dotted with every group but h: h's own
+    gradient would share rows with its Hessian.
+    """
+    k = len(graphs)
+    vectors = {"hessian": [flats[i] for i in range(k)]}
+    if weight is not None:
+        vectors["precond_hessian"] = [weight * f for f in flats]
+    terms = {metric: ([0.0] * k, []) for metric in vectors}
+    offsets = np.cumsum([0] + [p.numel() for p in params])
+    for h in range(k):
         i = (h - 1) % k
-        vector = [None if g is None else g.detach() for g in graphs[i]]
-        dot = sum((g * v).sum() for g, v in zip(graphs[h], vector, strict=True)
-                  if g is not None and v is not None and g.requires_grad)
-        if not isinstance(dot, torch.Tensor):  # no parameter has a second derivative
-            return MetricSamples(precond_sample, None)
-        hv = _flat(torch.autograd.grad(dot, params, allow_unused=True), params).double()
-        diagonal[i] = float(flats[i] @ hv)
-        cross.extend(float(flats[j] @ hv) for j in range(k) if j not in (i, h))
-    return MetricSamples(precond_sample, metric_estimate(sizes, diagonal, cross))
+        for n, (metric, vs) in enumerate(vectors.items()):
+            vector = [vs[i][a:b].view_as(p).to(p.dtype) for a, b, p in zip(offsets[:-1], offsets[1:], params, strict=True)]
+            dot = sum((g * v).sum() for g, v in zip(graphs[h], vector, strict=True)
+                      if g is not None and g.requires_grad)
+            if not isinstance(dot, torch.Tensor):  # no parameter has a second derivative
+                return None, None
+            last = n == len(vectors) - 1
+            hv = _flat(torch.autograd.grad(dot, params, allow_unused=True, retain_graph=not last), params).double()
+            diagonal, cross = terms[metric]
+            diagonal[i] = float(vs[i] @ hv)
+            cross.extend(float(vs[j] @ hv) for j in range(k) if j not in (i, h))
+    samples = {metric: metric_estimate(sizes, *terms[metric]) for metric in terms}
+    return samples["hessian"], samples.get("precond_hessian")

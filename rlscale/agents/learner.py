@@ -128,20 +128,21 @@ class Learner:
         return metrics
 
     def measure_metrics_now(self) -> bool:
-        """Whether this batch measures B_P and B_noise (every --curvature-every batches, one learner only)."""
+        """Whether this batch measures B_P, B_noise and B_PH (every --curvature-every batches, one learner only)."""
         n = self.cfg.noise
         return (n.measure_noise and n.measure_curvature and self.batches % n.curvature_every == 0
                 and self.data_parallel is None and n.noise_groups >= 3)
 
     def record_metrics(self, loss: RowsLoss, rows: np.ndarray, n_envs: int) -> dict[str, float]:
-        """B_P's and B_noise's samples for ``rows`` into the noise meter, after ``record_noise`` of the same step.
+        """B_P's, B_noise's and B_PH's samples for ``rows`` into the noise meter, after ``record_noise`` of the same step.
 
         Separate passes (rlscale/agents/curvature.py), so ``p.grad`` keeps the update's gradient.
         """
         start = time.perf_counter()
         samples = metric_samples(self.params, loss, self.env_group_rows(rows, n_envs),
                                  preconditioner(self.optimizer, self.params))
-        for metric, sample in (("precond", samples.precond), ("hessian", samples.hessian)):
+        for metric, sample in (("precond", samples.precond), ("hessian", samples.hessian),
+                               ("precond_hessian", samples.precond_hessian)):
             if sample is not None:
                 self.noise.record_sample(metric, sample)
         return {tags.CURVATURE_SECONDS: time.perf_counter() - start}

@@ -28,7 +28,7 @@ def batch_lines(data: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, tup
     noise_lines = [(tags.noise("b_simple", part), f"B_simple {part}", color)
                    for part, color in (("total", "tab:blue"), ("policy", "tab:red"), ("value", "tab:green"))]
     noise_lines += [(tags.signal_tag(m), tags.METRIC_LABELS[m], color)
-                    for m, color in zip(tags.METRICS, ("tab:orange", "tab:brown"), strict=True)]
+                    for m, color in zip(tags.METRICS, ("tab:orange", "tab:brown", "tab:olive"), strict=True)]
     out = {label: (*break_gaps(*data[tag], updates), color, "-") for tag, label, color in noise_lines if tag in data}
     # The noise scale compares with the batch of one optimizer step (PPO: a minibatch).
     if tags.OPTIMIZER_BATCH in data:
