@@ -33,7 +33,7 @@ from rlscale import tags
 from rlscale.cli import Parser, writable_dir
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.reports.pareto_fit import MIN_POINTS, ParetoFit, fit_pareto
-from rlscale.reports.plot import save_figure
+from rlscale.reports.plot import SIGNAL_COLORS, save_figure
 from rlscale.reports.runs import (
     GoalHit,
     RunRecord,
@@ -263,12 +263,11 @@ def plot_bcrit(results: list[GoalResult], out: Path) -> None:
     x = np.arange(len(fitted))
     ax.errorbar(x, [r.fit.b_crit for r in fitted], yerr=[r.fit.b_crit_se for r in fitted], fmt="o-",
                 color="black", capsize=4, label="B_crit (fit)")
-    for signal, color in zip(tags.SIGNALS, ("tab:blue", "tab:red", "tab:green", "tab:orange", "tab:purple"),
-                             strict=True):
+    for signal in tags.SIGNALS:
         values = [r.noise[signal] if r.noise[signal] is not None else np.nan for r in fitted]
         if not np.isfinite(values).any():
             continue
-        ax.plot(x, values, "s--", color=color, label=f"{SIGNAL_COLUMNS[signal]} (averaged up to the goal)")
+        ax.plot(x, values, "s--", color=SIGNAL_COLORS[signal], label=f"{SIGNAL_COLUMNS[signal]} (averaged up to the goal)")
     ax.set_xticks(x, [f"{r.goal:g}" for r in fitted])
     ax.set_xlabel("goal (mean return of the last 20 episodes)")
     ax.set_ylabel("observations")

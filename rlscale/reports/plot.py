@@ -20,15 +20,17 @@ from rlscale.errors import UserError, exits_cleanly
 from rlscale.goals import GOAL_WINDOW, rolling_mean
 from rlscale.reports.events import break_gaps, read_scalars
 
+# One color per noise scale (tags.SIGNALS), the same in every report's plots.
+SIGNAL_COLORS = {"total": "tab:blue", "policy": "tab:red", "value": "tab:green",
+                 "precond": "tab:orange", "hessian": "tab:brown", "precond_hessian": "tab:olive"}
+
 
 def batch_lines(data: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, tuple]:
     """{label: (steps, values, color, line style)} of the noise-scale panel: each noise scale
     with NaN at the updates where it was undefined, the optimizer batch and the target."""
     updates = data[tags.N_ENVS][0] if tags.N_ENVS in data else np.zeros(0)  # logged at every update
-    noise_lines = [(tags.noise("b_simple", part), f"B_simple {part}", color)
-                   for part, color in (("total", "tab:blue"), ("policy", "tab:red"), ("value", "tab:green"))]
-    noise_lines += [(tags.signal_tag(m), tags.METRIC_LABELS[m], color)
-                    for m, color in zip(tags.METRICS, ("tab:orange", "tab:brown", "tab:olive"), strict=True)]
+    noise_lines = [(tags.signal_tag(signal), tags.METRIC_LABELS.get(signal, f"B_simple {signal}"), SIGNAL_COLORS[signal])
+                   for signal in tags.SIGNALS]
     out = {label: (*break_gaps(*data[tag], updates), color, "-") for tag, label, color in noise_lines if tag in data}
     # The noise scale compares with the batch of one optimizer step (PPO: a minibatch).
     if tags.OPTIMIZER_BATCH in data:
