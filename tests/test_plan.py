@@ -139,9 +139,9 @@ def test_bad_clusters_and_costs_are_refused():
 def auto_run(tmp_path_factory):
     """A short CartPole run with --batch auto: it measures its own cost model."""
     run_dir = tmp_path_factory.mktemp("plan") / "auto"
-    result = run_command(["rlscale.train", "cartpole", "--serial", "--batch", "auto", "--n-envs", "8",
-                          "--min-envs", "4", "--max-envs", "64", "--cooldown", "1000", "--total-frames", "30000",
-                          "--run-dir", str(run_dir)], timeout=240)
+    result = run_in_process(["rlscale.train", "cartpole", "--serial", "--batch", "auto", "--n-envs", "8",
+                             "--min-envs", "4", "--max-envs", "64", "--cooldown", "1000", "--total-frames", "30000",
+                             "--run-dir", str(run_dir)])
     assert result.returncode == 0, result.stderr
     return run_dir
 
@@ -166,7 +166,7 @@ def test_plan_reads_b_crit_as_b_simple_over_the_crit_ratio(auto_run):
     assert len(plain) == len(quarter) > 10
     assert all(q.noise_scale == pytest.approx(p.noise_scale / 4) and q.batch == p.batch
                for p, q in zip(plain, quarter, strict=True))
-    result = run_command(["rlscale.plan", str(auto_run), "--nodes", "1", "--crit-ratio", "4"], timeout=120)
+    result = run_in_process(["rlscale.plan", str(auto_run), "--nodes", "1", "--crit-ratio", "4"])
     assert result.returncode == 0, result.stderr
     assert "B_crit read as B_simple / 4" in result.stdout
 

@@ -200,7 +200,7 @@ def test_a_finished_run_extends_to_a_larger_budget_on_the_new_schedule(tmp_path,
 
 
 def test_killed_actor_is_replaced_and_the_run_finishes(tmp_path, capsys):
-    cfg = build_config("cartpole", None, {"n_actors": 2, "total_frames": 30_000,
+    cfg = build_config("cartpole", None, {"n_actors": 2, "total_frames": 20_000,
                                           "run_dir": str(tmp_path / "run")})
     run_dir = Path(cfg.run.run_dir)
     run_dir.mkdir(parents=True)
@@ -214,7 +214,7 @@ def test_killed_actor_is_replaced_and_the_run_finishes(tmp_path, capsys):
         killer.join()
         assert pool.failures >= 1
         assert pool.worker_pids()[0] != victim
-        assert run.state.agent_steps >= 30_000
+        assert run.state.agent_steps >= 20_000
         assert pool.n_envs == 8
         save_checkpoint(run)
     finally:
@@ -240,7 +240,7 @@ def test_closed_loop_cartpole_resizes_toward_the_noise_scale(tmp_path, capsys):
     run_dir = tmp_path / "adaptive"
     code = main(["cartpole", "--n-actors", "2", "--batch", "critical", "--n-envs", "8",
                  "--min-envs", "4", "--max-envs", "64", "--cooldown", "2000", "--noise-parts-every", "1",
-                 "--curvature-every", "16", "--total-frames", "24000", "--run-dir", str(run_dir)])
+                 "--curvature-every", "16", "--total-frames", "16000", "--run-dir", str(run_dir)])
     assert code == 0
     events = scalars(run_dir)
     # Every estimator's tags: B_simple per part, B_P, B_noise and B_PH with their quadratics, eps_max, their cost.
@@ -307,10 +307,10 @@ def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):
 def test_overlapped_collection_trains_with_a_one_update_policy_lag(tmp_path, capsys):
     """--overlap: the actors collect the next batch while the learner trains; the run counts every step."""
     run_dir = tmp_path / "overlap"
-    assert main(["cartpole", "--n-actors", "2", "--overlap", "--total-frames", "20000",
+    assert main(["cartpole", "--n-actors", "2", "--overlap", "--total-frames", "6000",
                  "--run-dir", str(run_dir)]) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["agent_steps"] >= 20_000
+    assert summary["agent_steps"] >= 6_000
     assert [e.value for e in scalars(run_dir).Scalars("rollout/episode_return")]
     assert main(["cartpole", "--backend", "rllib", "--overlap", "--run-dir", str(tmp_path / "bad")]) == 2
     assert "--overlap is an option of the native engine" in capsys.readouterr().err
