@@ -8,7 +8,7 @@ batch each, the learner variants run interleaved round-robin so that machine
 noise hits them alike: measurement off (forward/backward passes of about 128
 rows, the default on CPU, or one pass over the whole batch), total only (k = 4
 group gradients, every update), total + policy/value parts (one extra backward
-pass), total + B_P and B_noise on every update (their extra passes; the
+pass), total + B_P, B_noise and B_PH on every update (their extra passes; the
 runs measure them every --curvature-every batches), each measured both ways (the groups of a pass measured together, the
 shared-pass route; or one pass per group), "off" and "total" with the
 convolutions in contiguous layout instead of channels-last, and with the
