@@ -35,6 +35,8 @@ def assert_one_line_error(result, *fragments: str) -> None:
     (["cartpole", "--serial", "--learner-device", "cuda"], ["torch sees no GPU"]),
     (["cartpole", "--signal", "precond", "--optimizer", "sgd"],
      ["--signal precond cannot be followed here", "--optimizer sgd has no preconditioner"]),
+    (["cartpole", "--signal", "precond_hessian", "--optimizer", "sgd"],
+     ["--signal precond_hessian cannot be followed here", "--optimizer sgd has no preconditioner"]),
     (["cartpole", "--signal", "hessian", "--no-measure-curvature"], ["--signal hessian cannot be followed here"]),
     (["cartpole", "--signal", "hessian", "--learners", "2"], ["data-parallel learners measure B_simple only"]),
     (["cartpole", "--curvature-every", "0"], ["--curvature-every must be positive"]),
