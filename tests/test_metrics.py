@@ -191,3 +191,13 @@ def test_the_metrics_cost_k_forward_and_2k_or_3k_backward_passes_per_measured_up
     assert metrics["perf/curvature_seconds"] > 0
     assert learner.noise.emas["hessian"].samples == 2 and learner.noise.emas["precond"].samples == 1
     assert learner.noise.emas["precond_hessian"].samples == 1
+
+
+def test_metric_samples_has_a_field_per_metric_the_learner_records():
+    """Learner.record_metrics reads each of tags.METRICS from MetricSamples by name."""
+    import dataclasses
+
+    from rlscale import tags
+    from rlscale.agents.curvature import MetricSamples
+
+    assert [f.name for f in dataclasses.fields(MetricSamples)] == list(tags.METRICS)

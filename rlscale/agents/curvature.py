@@ -37,7 +37,8 @@ from rlscale.control.noise import NoiseSample, estimate, metric_estimate
 
 @dataclass
 class MetricSamples:
-    """One measured update's unbiased estimates in each metric (None where the metric is not available)."""
+    """One measured update's unbiased estimates in each metric (None where the metric is not available);
+    one field per ``tags.METRICS`` entry, named as it."""
 
     precond: NoiseSample | None
     hessian: NoiseSample | None
@@ -112,7 +113,7 @@ def _hessian_samples(params: Sequence[torch.nn.Parameter], graphs: list, flats: 
     gradient would share rows with its Hessian.
     """
     k = len(graphs)
-    vectors = {"hessian": [flats[i] for i in range(k)]}
+    vectors = {"hessian": list(flats)}
     if weight is not None:
         vectors["precond_hessian"] = [weight * f for f in flats]
     terms = {metric: ([0.0] * k, []) for metric in vectors}

@@ -141,8 +141,8 @@ class Learner:
         start = time.perf_counter()
         samples = metric_samples(self.params, loss, self.env_group_rows(rows, n_envs),
                                  preconditioner(self.optimizer, self.params))
-        for metric, sample in (("precond", samples.precond), ("hessian", samples.hessian),
-                               ("precond_hessian", samples.precond_hessian)):
+        for metric in tags.METRICS:  # MetricSamples has a field per metric, named as the metric
+            sample = getattr(samples, metric)
             if sample is not None:
                 self.noise.record_sample(metric, sample)
         return {tags.CURVATURE_SECONDS: time.perf_counter() - start}
