@@ -11,12 +11,15 @@ biased, which the last tests show.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
+from rlscale import tags
 from rlscale.agents.a2c import A2CLearner, A2CRows, nstep_returns
-from rlscale.agents.curvature import metric_samples
+from rlscale.agents.curvature import MetricSamples, metric_samples
 from rlscale.config import build_config
 from rlscale.control.noise import NoiseMeter, estimate, metric_estimate
 from rlscale.models.nets import build_network
@@ -195,9 +198,4 @@ def test_the_metrics_cost_k_forward_and_2k_or_3k_backward_passes_per_measured_up
 
 def test_metric_samples_has_a_field_per_metric_the_learner_records():
     """Learner.record_metrics reads each of tags.METRICS from MetricSamples by name."""
-    import dataclasses
-
-    from rlscale import tags
-    from rlscale.agents.curvature import MetricSamples
-
     assert [f.name for f in dataclasses.fields(MetricSamples)] == list(tags.METRICS)
