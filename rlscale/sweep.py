@@ -45,7 +45,7 @@ class Trial:
     batch_size: int  # the optimizer batch (an adaptive trial's first one)
     lr: float
     seed: int
-    mode: str = "fixed"  # or an adaptive batch control (auto), starting from batch_size
+    mode: str = "fixed"  # or an adaptive batch control (auto, critical), starting from batch_size
 
     @property
     def name(self) -> str:
@@ -76,7 +76,7 @@ def trial_config(env: str, agent: str | None, overrides: dict[str, Any], trial: 
     n_envs = int(n_envs)
     if trial.mode != "fixed":
         # Same process layout and load as the fixed trials; the preset's bounds and cool-down,
-        # started at the trial's batch (the preset's unless --auto-from says otherwise).
+        # started at the trial's batch (the preset's unless --auto-from / --critical-from say otherwise).
         return build_config(env, agent, {**overrides, **common, "batch": trial.mode, "n_envs": n_envs})
     trial_overrides = {
         **overrides, **common,
@@ -176,11 +176,25 @@ def parser() -> Parser:
     p.add_argument("--auto-from", type=int, nargs="+", default=[], metavar="BATCH",
                    help="like --auto, started at each of these batch sizes instead of the preset's "
                         "(how much a wrong start costs auto)")
+    p.add_argument("--critical-from", type=int, nargs="+", default=[], metavar="BATCH",
+                   help="also one --batch critical run per learning rate and seed, started at each of these "
+                        "batch sizes (does training at the signal's B_crit land near each goal's Pareto knee?)")
     p.add_argument("--sweep-dir", type=Path, help="where the trials' run directories go "
                    "(default: <runs root>/sweep-<env>-<agent>; see --run-dir)")
     p.add_argument("--max-concurrent", type=int, help="trials at once (default: one per CPU)")
     add_config_flags(p)
     return p
+
+
+def planned_trials(args: Any, base: Config) -> list[Trial]:
+    """The grid: every fixed batch, then every adaptive start, each at every learning rate and seed."""
+    lrs = sorted(set(args.lrs or [base.agent.lr]))
+    seeds = sorted(set(args.seeds))
+    grid = [Trial(b, lr, s) for b in sorted(set(args.batch_sizes)) for lr in lrs for s in seeds]
+    auto_starts = ([round(base.env.n_envs * base.observations_per_env)] if args.auto else []) + args.auto_from
+    for mode, starts in (("auto", auto_starts), ("critical", args.critical_from)):
+        grid += [Trial(start, lr, s, mode) for start in dict.fromkeys(starts) for lr in lrs for s in seeds]
+    return grid
 
 
 @exits_cleanly
@@ -190,18 +204,14 @@ def main(argv: list[str] | None = None) -> int:
         if forbidden in overrides:
             raise UserError(f"--{forbidden.replace('_', '-')} is set per trial by the sweep; "
                             "use --batch-sizes, --lrs and --seeds")
-    if not args.batch_sizes and not args.auto and not args.auto_from:
-        raise UserError("name the fixed batch sizes with --batch-sizes (and/or add --auto runs)")
-    if any(b <= 0 for b in args.batch_sizes + args.auto_from) or any(lr <= 0 for lr in args.lrs or []):
-        raise UserError("--batch-sizes, --auto-from and --lrs must be positive")
+    if not args.batch_sizes and not args.auto and not args.auto_from and not args.critical_from:
+        raise UserError("name the fixed batch sizes with --batch-sizes (and/or add --auto or --critical-from runs)")
+    starts = args.batch_sizes + args.auto_from + args.critical_from
+    if any(b <= 0 for b in starts) or any(lr <= 0 for lr in args.lrs or []):
+        raise UserError("--batch-sizes, --auto-from, --critical-from and --lrs must be positive")
     base = build_config(args.env, args.agent, overrides)
     check_env_id(base.env.env_id)
-    lrs = args.lrs or [base.agent.lr]
-    grid = [Trial(b, lr, s) for b in sorted(set(args.batch_sizes)) for lr in sorted(set(lrs))
-            for s in sorted(set(args.seeds))]
-    starts = ([round(base.env.n_envs * base.observations_per_env)] if args.auto else []) + args.auto_from
-    grid += [Trial(start, lr, s, "auto") for start in dict.fromkeys(starts) for lr in sorted(set(lrs))
-             for s in sorted(set(args.seeds))]
+    grid = planned_trials(args, base)
     name = args.env.replace(".toml", "").replace("/", "-").lower()
     sweep_dir = args.sweep_dir or runs_root() / f"sweep-{name}-{base.agent.algo}"
     # Every grid point must make a valid config before anything runs.

@@ -56,6 +56,11 @@ METRIC_TAGS = {
 }
 
 
+def signal_label(signal: str) -> str:
+    """How the console names a signal's noise scale: B_P, B_noise, B_PH, or a part's B_simple[part]."""
+    return METRIC_LABELS.get(signal, f"B_simple[{signal}]")
+
+
 def signal_tag(signal: str) -> str:
     """The tag of the noise scale a signal (``SIGNALS``) names: what ``--signal`` makes the controller follow."""
     return METRIC_TAGS[signal][0] if signal in METRICS else noise("b_simple", signal)

@@ -115,7 +115,7 @@ def test_auto_probes_a_second_size_then_targets_b_star():
     d = c.step(32, 2700.0, 160, 7e-4)
     b_star = math.sqrt(0.052 / 0.00047 * 2700)  # 547: 109 envs of 5 observations, capped at 2x
     assert d.target_batch == pytest.approx(b_star, rel=1e-6)
-    assert d.n_envs == 64 and "B* = sqrt(r 111 x B_simple 2,700) = 547" in d.reason
+    assert d.n_envs == 64 and "B* = sqrt(r 111 x B_simple[total] 2,700) = 547" in d.reason
 
 
 def test_auto_targets_b_star_of_the_signal_divided_by_crit_ratio():
@@ -126,7 +126,16 @@ def test_auto_targets_b_star_of_the_signal_divided_by_crit_ratio():
     d = c.step(32, 2700.0, 160, 7e-4)
     b_star = math.sqrt(0.052 / 0.00047 * 2700 / 4)  # 273.5 observations
     assert d.target_batch == pytest.approx(b_star, rel=1e-6)
-    assert d.n_envs == 56 and "B* = sqrt(r 111 x B_simple 2,700 / 4) = 273" in d.reason
+    assert d.n_envs == 56 and "B* = sqrt(r 111 x B_simple[total] 2,700 / 4) = 273" in d.reason
+
+
+def test_the_resize_line_names_the_signal_the_controller_follows():
+    c = auto(signal="precond_hessian")
+    for batch in (80, 160):
+        for _ in range(5):
+            c.cost.add(batch, 0.052 + 0.00047 * batch)
+    d = c.step(32, 2700.0, 160, 7e-4)
+    assert "B* = sqrt(r 111 x B_PH 2,700) = 547" in d.reason
 
 
 def test_auto_state_round_trips_the_cost_model():

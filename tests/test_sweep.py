@@ -6,11 +6,12 @@ import csv
 import json
 import math
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from rlscale.config import build_config
+from rlscale.config import build_config, parse_with_config
 from rlscale.errors import UserError
 from rlscale.goals import (
     Forecast,
@@ -21,7 +22,7 @@ from rlscale.goals import (
     smoothed_returns,
 )
 from rlscale.reports.runs import load_run
-from rlscale.sweep import Trial, trial_config, trial_state
+from rlscale.sweep import Trial, parser, planned_trials, trial_config, trial_state
 from rlscale.training.logger import goal_eta
 from rlscale.training.trainer import reference_step, stop_clause
 from tests.conftest import run_command, run_in_process
@@ -129,6 +130,7 @@ def test_sweep_and_pareto_bad_input(sweep_dir, tmp_path):
         (["rlscale.sweep", "cartpole", "--batch-sizes", "7"], ["batch size 7 is not a whole number"]),
         (["rlscale.sweep", "cartpole", "--auto-from", "7"], ["batch size 7 is not a whole number"]),
         (["rlscale.sweep", "cartpole", "--auto-from", "0"], ["must be positive"]),
+        (["rlscale.sweep", "cartpole", "--critical-from", "0"], ["must be positive"]),
         (["rlscale.sweep", "cartpole", "--batch-sizes", "10", "--lr", "0.1"], ["set per trial"]),
         (["rlscale.sweep", "cartpole"], ["--batch-sizes"]),
         (["rlscale.sweep", "nonesuch", "--batch-sizes", "10"], ["unknown environment"]),
@@ -196,3 +198,18 @@ def test_auto_trials_start_at_their_batch_with_the_presets_bounds(tmp_path):
     assert preset.env.n_envs == 16
     fixed = trial_config("minatar-breakout", None, {}, Trial(320, 1e-2, 0), tmp_path / "c")
     assert (fixed.control.batch, fixed.env.n_envs, fixed.control.min_envs) == ("fixed", 64, 64)
+
+
+def test_the_grid_holds_fixed_auto_and_critical_trials_at_every_rate_and_seed():
+    argv = ["minatar-breakout", "--batch-sizes", "320", "80", "--lrs", "0.02", "0.01", "--seeds", "1", "0",
+            "--auto", "--auto-from", "80", "1280", "--critical-from", "160"]
+    args, overrides = parse_with_config(parser(), argv)
+    grid = planned_trials(args, build_config("minatar-breakout", None, overrides))
+    names = [t.name for t in grid]
+    assert len(names) == len(set(names)) == (2 + 2 + 1) * 2 * 2  # fixed 80, 320; auto 80, 1280; critical 160
+    assert names[:4] == ["b80-lr0.01-s0", "b80-lr0.01-s1", "b80-lr0.02-s0", "b80-lr0.02-s1"]
+    assert {t.batch_size for t in grid if t.mode == "auto"} == {80, 1280}  # --auto's preset 80 named once
+    critical = [t for t in grid if t.mode == "critical"]
+    assert [t.name for t in critical][0] == "critical-b160-lr0.01-s0" and len(critical) == 4
+    cfg = trial_config("minatar-breakout", None, overrides, critical[0], Path("/tmp/unused"))
+    assert (cfg.control.batch, cfg.env.n_envs, cfg.control.max_envs) == ("critical", 32, 256)

@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlscale import tags
 from rlscale.config import ControlConfig
 from rlscale.control.cost import CostModel, optimal_batch, predicted_speedup
 
@@ -106,9 +107,8 @@ class BatchController:
         return noise_scale / self.cfg.crit_ratio
 
     def _signal_text(self, noise_scale: float) -> str:
-        if self.cfg.crit_ratio == 1.0:
-            return f"B_simple {noise_scale:,.0f}"
-        return f"B_simple {noise_scale:,.0f} / {self.cfg.crit_ratio:g}"
+        text = f"{tags.signal_label(self.cfg.signal)} {noise_scale:,.0f}"
+        return text if self.cfg.crit_ratio == 1.0 else f"{text} / {self.cfg.crit_ratio:g}"
 
     def _probe(self, n_envs: int, noise_scale: float, current: float, lr: float) -> Decision:
         """No cost model yet: once the current batch is timed, move by the largest factor to time another."""

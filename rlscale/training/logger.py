@@ -137,7 +137,7 @@ class RunLogger:
         print(
             f"[{min(100.0, 100 * step / total):5.1f}%] steps {step:,}  {steps_per_s:,.0f}/s  "
             f"return {_fmt(window.mean, '.1f')} (last {len(window.returns)})  "
-            f"{tags.METRIC_LABELS.get(signal_name, f'B_simple[{signal_name}]')} {_fmt(signal)}  n_envs {n_envs}"
+            f"{tags.signal_label(signal_name)} {_fmt(signal)}  n_envs {n_envs}"
             + (f" (+{starting_envs} starting)" if starting_envs else "") + f"  lr {lr:.2e}" + eta,
             flush=True,
         )
