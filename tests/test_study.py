@@ -143,3 +143,55 @@ def test_bootstrap_interval_of_a_ratio_spans_the_seeds_and_collapses_without_spr
     (result,) = analyse(spread, [250.0])
     low, high = result.intervals["total"]
     assert low < result.noise["total"] / result.fit.b_crit < high
+
+
+def test_adaptive_runs_are_placed_against_the_fitted_front_and_its_knee():
+    """pareto's table for adaptive runs: S/S_min and E/E_min of the goal's fit, median over seeds, and
+    'at the knee' only when both medians are at most 2.5 (eq. 2.11 gives 2 and 2 at B = B_crit)."""
+    from rlscale.reports.pareto import GoalResult, adaptive_rows
+    from rlscale.reports.pareto_fit import ParetoFit
+
+    # record(): S = agent steps / 40 and E = agent steps; a jump at step s reaches goal 475 at s + 1,800.
+    near = [record(f"c{s}", "critical", 16, 3_000 + 100 * s, 0.01) for s in range(5)]  # median at 5,000
+    far = [record(f"a{s}", "auto", 16, 15_000 if s < 3 else None, 0.01) for s in range(5)]  # 2 never reach
+    fit = ParetoFit(s_min=50.0, e_min=2_000.0, b_crit=40.0, b_crit_se=1.0, n_points=5, rms_log_residual=0.0)
+    rows = {row["variant"]: row for row in adaptive_rows([GoalResult(475.0, [], fit, {})], near + far)}
+    critical = rows["critical from 80 lr 0.0007"]
+    assert critical["reached"] == "5/5"
+    assert critical["S / S_min"].startswith("2.50 [")  # 5,000 / 40 / 50
+    assert critical["E / E_min"].startswith("2.50 [")  # 5,000 / 2,000
+    assert critical["at the knee (both <= 2.5)"] == "yes"
+    slow = rows["auto from 80 lr 0.0007 noise a0.5 min-gain 0.05"]
+    assert slow["reached"] == "3/5" and slow["S / S_min"].startswith("8.40 [")  # 16,800 / 40 / 50
+    assert slow["at the knee (both <= 2.5)"] == "no"
+    assert adaptive_rows([GoalResult(475.0, [], None, {})], near) == []  # no fit, no front to place them on
+
+
+def test_batch_path_follows_the_batch_and_its_target_up_to_the_goal():
+    from rlscale.reports.study import batch_path
+
+    run = record("a", "auto", 8, 10_000, 0.01)  # reaches goal 475 at step 11,800
+    steps = run.scalars["batch/optimizer_batch"][0]
+    run.scalars["batch/optimizer_batch"] = (steps, np.where(steps < 5_000, 40.0, np.where(steps < 15_000, 160.0, 20.0)))
+    run.scalars["batch/target"] = (steps, np.where(steps < 5_000, 100.0, 200.0))
+    path = batch_path(run, 475.0)
+    assert (path.start, path.low, path.high, path.at_goal) == (40.0, 40.0, 160.0, 160.0)  # the shrink came later
+    assert path.target_low == 100.0 and path.target_high == 200.0
+    never = batch_path(run, 600.0)  # not reached: its whole run
+    assert (never.low, never.high, never.at_goal) == (20.0, 160.0, 20.0)
+
+
+def test_model_check_sets_the_cost_models_time_ratios_beside_the_measured_ones(capsys):
+    """Rule 1 of docs/studies.md: tau(B) = T(B)(1 + B_crit/B) from the fixed runs' own update times and
+    noise scale, against their median wall times to the goal, both relative to the fastest batch."""
+    from rlscale.control.cost import time_per_progress
+    from rlscale.reports.study import print_model_check
+
+    a, b = 0.01, 0.0005
+    runs = [record(f"f40-{s}", "fixed", 8, 5_000, 0.01, update_seconds=a + b * 40) for s in range(3)]
+    runs += [record(f"f160-{s}", "fixed", 32, 5_000, 0.03, update_seconds=a + b * 160) for s in range(3)]
+    print_model_check(runs, cells(runs, [475.0]), 475.0, None)
+    out = capsys.readouterr().out
+    predicted = time_per_progress(Fit(a, b), 160, 400) / time_per_progress(Fit(a, b), 40, 400)
+    assert "B_crit = 400" in out and "relative to fixed 40 lr 0.0007" in out
+    assert f"fixed 160 lr 0.0007: predicted {predicted:.2f}x, measured 3.00x" in out  # walls 0.03 vs 0.01 per step

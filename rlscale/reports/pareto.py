@@ -13,7 +13,10 @@ Each ratio comes with a 95 % bootstrap interval over the seeds (``bootstrap_rati
 Seeds: a (batch size, learning rate) pair counts for a goal only if every one
 of its seeds reached it; its S and E are the geometric means over the seeds.
 The best learning rate is the one with the fewest steps. Adaptive runs given
-alongside are drawn as points on the same axes; they do not enter the fit.
+alongside are drawn as points on the same axes and do not enter the fit; per
+goal and adaptive variant a table gives their S/S_min and E/E_min (median over
+seeds, 95 % bootstrap interval) and whether they trained at the front's knee:
+both at most 2.5 (at B = B_crit eq. 2.11 gives 2 and 2).
 
 Writes ``pareto.csv``, ``pareto_fronts.png`` and ``bcrit_vs_bsimple.png``.
 """
@@ -41,6 +44,9 @@ from rlscale.reports.runs import (
     format_number,
     goals_of,
     load_runs,
+    median_interval,
+    optimizer_batch,
+    variant_of,
 )
 
 
@@ -62,10 +68,6 @@ class GoalResult:
     noise: dict[str, float | None]  # part -> B_simple averaged up to the goal
     message: str = ""
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)  # signal -> 95 % of its ratio
-
-
-def optimizer_batch(run: RunRecord) -> float:
-    return run.cfg.env.n_envs * run.cfg.observations_per_env
 
 
 def grid_cells(runs: list[RunRecord]) -> dict[tuple[float, float], list[RunRecord]]:
@@ -213,6 +215,52 @@ def print_table(rows: list[dict]) -> None:
     Console(width=200).print(table)
 
 
+# Trained "at the knee" of a front: S <= KNEE * S_min and E <= KNEE * E_min. At B = B_crit
+# eq. 2.11 gives 2 and 2; a run whose batch moves cannot sit exactly there at every goal.
+KNEE = 2.5
+
+
+def adaptive_rows(results: list[GoalResult], adaptive: list[RunRecord]) -> list[dict[str, str]]:
+    """Per fitted goal and adaptive variant: S/S_min and E/E_min over its seeds (median [95 %])."""
+    by_variant: dict[str, list[RunRecord]] = defaultdict(list)
+    for run in adaptive:
+        by_variant[variant_of(run)].append(run)
+    rows = []
+    for r in results:
+        if r.fit is None:
+            continue
+        for variant, group in sorted(by_variant.items()):
+            hits = [run.goal(r.goal) for run in group]
+            steps = median_interval(np.array([h.updates / r.fit.s_min if h else math.inf for h in hits]))
+            examples = median_interval(np.array([h.examples / r.fit.e_min if h else math.inf for h in hits]))
+            knee = steps[0] <= KNEE and examples[0] <= KNEE
+            rows.append({"goal": f"{r.goal:g}", "variant": variant,
+                         "reached": f"{sum(h is not None for h in hits)}/{len(hits)}",
+                         "S / S_min": _median_text(steps), "E / E_min": _median_text(examples),
+                         f"at the knee (both <= {KNEE:g})": "yes" if knee else "no"})
+    return rows
+
+
+def _median_text(values: tuple[float, float, float]) -> str:
+    median, low, high = values
+    if not math.isfinite(median):
+        return "not reached"
+    return f"{median:.2f} [{low:.2f}, {format_number(high, '.2f') if math.isfinite(high) else 'not reached'}]"
+
+
+def print_adaptive(rows: list[dict[str, str]]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(header_style="bold", title="adaptive runs against each goal's fitted front")
+    for key in rows[0]:
+        table.add_column(escape(key), justify="left" if key == "variant" else "right")
+    for row in rows:
+        table.add_row(*(escape(v) for v in row.values()))
+    Console(width=200).print(table)
+
+
 def plot_fronts(results: list[GoalResult], adaptive: list[RunRecord], out: Path) -> None:
     import matplotlib
 
@@ -315,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
     writable_dir(out_dir, "--out-dir")
     rows = rows_of(results)
     print_table(rows)
+    knee_rows = adaptive_rows(results, adaptive)
+    if knee_rows:
+        print_adaptive(knee_rows)
     write_csv(rows, out_dir / "pareto.csv")
     plot_fronts(results, adaptive, out_dir / "pareto_fronts.png")
     plot_bcrit(results, out_dir / "bcrit_vs_bsimple.png")

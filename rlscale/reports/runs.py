@@ -159,6 +159,42 @@ def goals_of(runs: list[RunRecord], given: list[float] | None) -> list[float]:
     return goals
 
 
+BOOTSTRAP_RESAMPLES = 10_000
+
+
+def optimizer_batch(run: RunRecord) -> float:
+    """Observations per optimizer step at the run's start (its only one for a fixed batch)."""
+    return run.cfg.env.n_envs * run.cfg.observations_per_env
+
+
+def variant_of(run: RunRecord) -> str:
+    """'fixed 80 lr 0.0007' for a fixed optimizer batch, else the batch control with its first batch
+    and learning-rate rule ('auto from 40 lr 0.0007 noise a1')."""
+    c, r = run.cfg.control, run.cfg.run
+    lr = f"lr {run.cfg.agent.lr:g}"
+    # Engine settings that can change learning: the policy lag, and bf16 forced on (learner, actors).
+    engine = (" overlap" if r.overlap else "") + (" bf16" if r.learner_precision == "bf16" else "")
+    engine += " actors bf16" if r.actor_precision == "bf16" else ""
+    if c.batch == "fixed":
+        return f"fixed {optimizer_batch(run):g} {lr}{engine}"
+    rule = f" noise a{c.lr_alpha:g}" if c.scales_lr else ""
+    ratio = f" crit/{c.crit_ratio:g}" if c.crit_ratio != 1.0 else ""
+    probe = " probe-cooldown" if c.batch == "auto" and c.probe_cooldown else ""
+    gain = f" min-gain {c.min_gain:g}" if c.batch == "auto" and c.min_gain else ""
+    return (f"{c.batch} from {run.cfg.env.n_envs * run.cfg.observations_per_env:g} "
+            f"{lr}{rule}{ratio}{probe}{gain}{engine}")
+
+
+def median_interval(values: np.ndarray, seed: int = 0) -> tuple[float, float, float]:
+    """The median and its 95 % percentile-bootstrap interval (inf where most resamples did not finish)."""
+    rng = np.random.default_rng(seed)
+    resamples = rng.choice(values, size=(BOOTSTRAP_RESAMPLES, values.size), replace=True)
+    medians = np.sort(np.median(resamples, axis=1))
+    # Order statistics, not interpolation: an interval end may be inf (most seeds did not finish).
+    low, high = medians[int(0.025 * BOOTSTRAP_RESAMPLES)], medians[int(0.975 * BOOTSTRAP_RESAMPLES) - 1]
+    return float(np.median(values)), float(low), float(high)
+
+
 def add_run_arguments(parser: argparse.ArgumentParser, paths_help: str) -> None:
     """The report commands' inputs: run or sweep directories, and the goals to report."""
     parser.add_argument("paths", type=Path, nargs="+", help=paths_help)

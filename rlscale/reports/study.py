@@ -32,43 +32,21 @@ import numpy as np
 
 from rlscale import tags
 from rlscale.cli import Parser, writable_dir
-from rlscale.control.cost import CostModel, Fit
+from rlscale.control.cost import CostModel, Fit, time_per_progress
 from rlscale.errors import exits_cleanly
-from rlscale.reports.pareto import optimizer_batch
 from rlscale.reports.plan import checked_crit_ratio, crit_ratio_of, steps_per_update, stretches_of
 from rlscale.reports.plot import save_figure
-from rlscale.reports.runs import RunRecord, add_run_arguments, format_number, goals_of, load_runs
+from rlscale.reports.runs import (
+    RunRecord,
+    add_run_arguments,
+    format_number,
+    goals_of,
+    load_runs,
+    median_interval,
+    optimizer_batch,
+    variant_of,
+)
 from rlscale.reports.scaling import control_ceiling
-
-BOOTSTRAP_RESAMPLES = 10_000
-
-
-def variant_of(run: RunRecord) -> str:
-    """'fixed 80 lr 0.0007' for a fixed optimizer batch, else the batch control with its first batch
-    and learning-rate rule ('auto from 40 lr 0.0007 noise a1')."""
-    c, r = run.cfg.control, run.cfg.run
-    lr = f"lr {run.cfg.agent.lr:g}"
-    # Engine settings that can change learning: the policy lag, and bf16 forced on (learner, actors).
-    engine = (" overlap" if r.overlap else "") + (" bf16" if r.learner_precision == "bf16" else "")
-    engine += " actors bf16" if r.actor_precision == "bf16" else ""
-    if c.batch == "fixed":
-        return f"fixed {optimizer_batch(run):g} {lr}{engine}"
-    rule = f" noise a{c.lr_alpha:g}" if c.scales_lr else ""
-    ratio = f" crit/{c.crit_ratio:g}" if c.crit_ratio != 1.0 else ""
-    probe = " probe-cooldown" if c.batch == "auto" and c.probe_cooldown else ""
-    gain = f" min-gain {c.min_gain:g}" if c.batch == "auto" and c.min_gain else ""
-    return (f"{c.batch} from {run.cfg.env.n_envs * run.cfg.observations_per_env:g} "
-            f"{lr}{rule}{ratio}{probe}{gain}{engine}")
-
-
-def median_interval(values: np.ndarray, seed: int = 0) -> tuple[float, float, float]:
-    """The median and its 95 % percentile-bootstrap interval (inf where most resamples did not finish)."""
-    rng = np.random.default_rng(seed)
-    resamples = rng.choice(values, size=(BOOTSTRAP_RESAMPLES, values.size), replace=True)
-    medians = np.sort(np.median(resamples, axis=1))
-    # Order statistics, not interpolation: an interval end may be inf (most seeds did not finish).
-    low, high = medians[int(0.025 * BOOTSTRAP_RESAMPLES)], medians[int(0.975 * BOOTSTRAP_RESAMPLES) - 1]
-    return float(np.median(values)), float(low), float(high)
 
 
 @dataclass
@@ -157,6 +135,52 @@ def print_verdict(runs: list[RunRecord], table: list[Cell]) -> None:
               f"(time-weighted over each run, median of {len(predicted)})")
 
 
+@dataclass
+class BatchPath:
+    """Where one adaptive run's batch went up to a goal (optimizer batches, observations)."""
+
+    start: float
+    low: float
+    high: float
+    at_goal: float
+    target_low: float  # 10th and 90th percentiles of the target the controller aimed at
+    target_high: float
+
+
+def batch_path(run: RunRecord, goal: float) -> BatchPath | None:
+    """Up to where the run reached ``goal`` (its end if it never did); None without a logged batch."""
+    if tags.OPTIMIZER_BATCH not in run.scalars:
+        return None
+    hit = run.goal(goal)
+    steps, batches = run.scalars[tags.OPTIMIZER_BATCH]
+    until = hit.agent_steps if hit else steps[-1]
+    upto = batches[steps <= until] if (steps <= until).any() else batches[:1]
+    target_steps, targets = run.scalars.get(tags.TARGET, (np.array([]), np.array([])))
+    aimed = targets[(target_steps <= until) & np.isfinite(targets)]
+    low, high = np.percentile(aimed, [10, 90]) if aimed.size else (math.nan, math.nan)
+    return BatchPath(optimizer_batch(run), float(upto.min()), float(upto.max()), float(upto[-1]),
+                     float(low), float(high))
+
+
+def print_batch_paths(runs: list[RunRecord], goal: float) -> None:
+    """Per adaptive variant: how far its batch and its target moved up to ``goal`` (medians over seeds)."""
+    paths: dict[str, list[BatchPath]] = {}
+    for run in runs:
+        path = batch_path(run, goal) if run.cfg.control.batch != "fixed" else None
+        if path is not None:
+            paths.setdefault(variant_of(run), []).append(path)
+    if not paths:
+        return
+    print(f"\nhow far the adaptive runs' batch moved up to goal {goal:g} (or their end), medians over seeds:")
+    for variant, group in sorted(paths.items()):
+        def med(field: str, group: list[BatchPath] = group) -> str:
+            return format_number(float(np.median([getattr(p, field) for p in group])), ",.0f")
+        target = np.median([p.target_high / p.target_low for p in group if p.target_low > 0] or [math.nan])
+        print(f"  {variant}: batch {med('start')} -> {med('low')}-{med('high')} (at the goal {med('at_goal')}); "
+              f"its target's 10th-90th percentile {med('target_low')}-{med('target_high')} "
+              f"({format_number(float(target), '.1f')}x)")
+
+
 def fixed_runs_cost(runs: list[RunRecord]) -> Fit | None:
     """T(B) = a + b*B through the fixed runs' median update times, per optimizer batch (a sweep's
     runs share one load); None with fewer than two batch sizes or without update times."""
@@ -165,6 +189,33 @@ def fixed_runs_cost(runs: list[RunRecord]) -> Fit | None:
     for run in fixed:
         model.add(float(optimizer_batch(run)), float(np.median(run.scalars[tags.UPDATE_SECONDS][1])))
     return model.fit
+
+
+def print_model_check(runs: list[RunRecord], table: list[Cell], goal: float, crit_ratio: float | None) -> None:
+    """docs/studies.md rule 1: does tau(B) = T(B) (1 + B_crit/B) predict the fixed batches' time ratios?
+
+    T from the fixed runs' update times, B_crit the signal averaged up to the goal (appendix D) over
+    all fixed runs that reached it, read as the controller reads it (/ crit ratio). Each batch is
+    taken at its own learning rate, as the model takes the rate as right for every batch."""
+    fit = fixed_runs_cost(runs)
+    fixed = [c for c in table if c.goal == goal and c.variant.startswith("fixed") and math.isfinite(c.wall[0])]
+    readings = [run.mean_noise_scale(until=hit.agent_steps) / crit_ratio_of(run, crit_ratio)
+                for run in runs if run.cfg.control.batch == "fixed" and (hit := run.goal(goal)) is not None
+                and run.mean_noise_scale(until=hit.agent_steps) is not None]
+    if fit is None or len(fixed) < 2 or not readings:
+        return
+    b_crit = float(np.median(readings))
+    best = min(fixed, key=lambda c: c.wall[0])
+
+    def tau(variant: str) -> float:
+        return time_per_progress(fit, float(variant.split()[1]), b_crit)
+
+    print(f"\nthe cost model against the fixed runs at goal {goal:g} (docs/studies.md rule 1): "
+          f"tau(B) = T(B) (1 + B_crit/B) with B_crit = {b_crit:,.0f} (the signal averaged to the goal, "
+          f"median over the fixed runs), time relative to {best.variant}:")
+    for c in fixed:
+        print(f"  {c.variant}: predicted {tau(c.variant) / tau(best.variant):.2f}x, "
+              f"measured {c.wall[0] / best.wall[0]:.2f}x")
 
 
 def run_ceiling(run: RunRecord, goal: float, fit: Fit, crit_ratio: float | None) -> float | None:
@@ -258,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(runs)} runs in {len({c.variant for c in table})} variants; goals {', '.join(f'{g:g}' for g in goals)}")
     print_table(table)
     print_verdict(runs, table)
+    print_batch_paths(runs, max(goals))
+    print_model_check(runs, table, max(goals), args.crit_ratio)
     print_ceilings(runs, max(goals), args.crit_ratio)
     out = args.out or (args.paths[0] / "study.png" if len(args.paths) == 1 and args.paths[0].is_dir()
                        else Path("study.png"))
