@@ -190,8 +190,11 @@ def test_model_check_sets_the_cost_models_time_ratios_beside_the_measured_ones(c
     a, b = 0.01, 0.0005
     runs = [record(f"f40-{s}", "fixed", 8, 5_000, 0.01, update_seconds=a + b * 40) for s in range(3)]
     runs += [record(f"f160-{s}", "fixed", 32, 5_000, 0.03, update_seconds=a + b * 160) for s in range(3)]
-    print_model_check(runs, cells(runs, [475.0]), 475.0, None)
+    slow = record("f160-slow-lr", "fixed", 32, 5_000, 0.3, update_seconds=a + b * 160)
+    slow.cfg.agent.lr = 1e-2  # the same batch at a worse learning rate: not the one the model is checked on
+    print_model_check([*runs, slow], cells([*runs, slow], [475.0]), 475.0, None)
     out = capsys.readouterr().out
+    assert "lr 0.01" not in out
     predicted = time_per_progress(Fit(a, b), 160, 400) / time_per_progress(Fit(a, b), 40, 400)
     assert "B_crit = 400" in out and "relative to fixed 40 lr 0.0007" in out
     assert f"fixed 160 lr 0.0007: predicted {predicted:.2f}x, measured 3.00x" in out  # walls 0.03 vs 0.01 per step
