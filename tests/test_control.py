@@ -81,6 +81,21 @@ def test_lr_rule_by_hand():
     assert shrink.n_envs == 16 and shrink.lr == pytest.approx(1e-3 * (1 + 40 / 160) / (1 + 40 / 80))
 
 
+def test_lr_rule_is_anchored_at_the_runs_first_batch_and_rate():
+    """A grow at one noise scale and a shrink back at another return to the starting lr: the rule sets
+    lr(B) from the first (batch, lr), so the factors of successive resizes cannot ratchet it."""
+    c = controller(cooldown=0, lr_rule="noise", lr_alpha=0.75)
+    grown = c.step(16, 1_100.0, 80, 1e-3)  # 80 -> 160 observations at B_simple 1,100
+    assert grown.n_envs == 32 and grown.lr == pytest.approx(1e-3 * ((1 + 1100 / 80) / (1 + 1100 / 160)) ** 0.75)
+    back = c.step(32, 40.0, 160, grown.lr)  # back to 80 at B_simple 40
+    assert back.n_envs == 16 and back.lr == pytest.approx(1e-3)
+    shrunk = c.step(16, 10.0, 80, back.lr)  # below the start: lr(40) from the anchor, at this B_simple
+    assert shrunk.n_envs == 8 and shrunk.lr == pytest.approx(1e-3 * ((1 + 10 / 80) / (1 + 10 / 40)) ** 0.75)
+    clone = controller(cooldown=0, lr_rule="noise", lr_alpha=0.75)
+    clone.load_state_dict(c.state_dict())
+    assert clone.reference == (80.0, 1e-3)
+
+
 def test_lr_unchanged_without_rule_and_state_round_trip():
     c = controller(cooldown=0)
     d = c.step(16, 400.0, 80, 1e-3)

@@ -17,7 +17,9 @@ number of minibatches for PPO.
 
 B_crit is read as B_simple / crit_ratio: 1 where the theory's B_simple ~ B_crit
 holds; a task's measured ratio (``rlscale.reports.pareto``) otherwise. The learning-rate
-rule keeps the measured B_simple, the quantity its alpha was measured with.
+rule keeps the measured B_simple, the quantity its alpha was measured with, and
+sets lr(B) from the run's first batch and learning rate (its tuned point), so
+that a batch that returns to where it started returns to its learning rate.
 
 A resize happens only when the target leaves a hysteresis band around the
 current batch, changes the batch by at most a bounded factor, waits for a
@@ -72,10 +74,18 @@ class BatchController:
     probed: bool = False
     # Update times per optimizer batch (auto mode): fed by the training loop, in optimizer-batch units.
     cost: CostModel = field(default_factory=CostModel)
+    # The learning-rate rule's anchor: the first (optimizer batch, learning rate) the controller saw,
+    # the run's tuned point. Each resize sets lr(B) from it, not from the last lr: multiplied resize
+    # by resize under a noise scale that moves in between, the factors do not cancel, and on
+    # Breakout oscillating resizes ratcheted lr 2.24e-2 -> 5.85e-2 until the policy collapsed
+    # (docs/notebook/results.md, 2026-11-26).
+    reference: tuple[float, float] | None = None
 
     def step(self, n_envs: int, noise_scale: float | None, observations: float, lr: float) -> Decision:
         """Called once per update, after it trained on ``observations``."""
         self.observations_since_resize += observations
+        if self.reference is None:
+            self.reference = (n_envs * self.observations_per_env, lr)
         if self.cfg.batch == "fixed":
             return Decision(n_envs, lr, None, "fixed batch")
         if noise_scale is None or not math.isfinite(noise_scale) or noise_scale <= 0:
@@ -137,17 +147,23 @@ class BatchController:
         if new_envs == n_envs:
             bound = "max_envs" if ratio > 1 else "min_envs"
             return Decision(n_envs, lr, target, f"at {bound}")
-        if self.cfg.scales_lr:
-            lr = scaled_lr(lr, noise_scale, current, new_envs * self.observations_per_env, self.cfg.lr_alpha)
+        if self.cfg.scales_lr and self.reference is not None:
+            reference_batch, reference_lr = self.reference
+            lr = scaled_lr(reference_lr, noise_scale, reference_batch, new_envs * self.observations_per_env,
+                           self.cfg.lr_alpha)
         self.observations_since_resize = 0.0
         direction = "grow" if new_envs > n_envs else "shrink"
         return Decision(new_envs, lr, target, f"{direction}: {why} vs {current:,.0f} observations")
 
     def state_dict(self) -> dict[str, Any]:
         return {"observations_since_resize": self.observations_since_resize, "probed": self.probed,
-                "cost": self.cost.state_dict()}
+                "cost": self.cost.state_dict(),
+                "reference": list(self.reference) if self.reference is not None else None}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.observations_since_resize = float(state["observations_since_resize"])
         self.probed = bool(state.get("probed", False))  # absent from checkpoints before it existed
         self.cost.load_state_dict(state["cost"])
+        # Checkpoints from before the anchor existed: the next update's batch and lr become it.
+        reference = state.get("reference")
+        self.reference = (float(reference[0]), float(reference[1])) if reference else None
