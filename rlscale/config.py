@@ -142,16 +142,16 @@ class ControlConfig:
     # moving on at once measured as fast or faster on all three study tasks (docs/notebook/results.md).
     probe_cooldown: bool = opt(False, "auto: wait the cool-down after the probe resize too (default: move "
                                "toward B* as soon as the probe's batch is timed)")
-    lr_rule: str = opt("auto", "learning rate on resize: none, noise ((1+Bn/B)^-alpha, eq. 2.6), or auto: noise "
-                       "with --batch auto, none otherwise (noise measured faster from an untuned lr, slower "
-                       "from a tuned one: the MinAtar presets set none; docs/notebook/results.md)",
-                       ("auto", "none", "noise"))
-    lr_alpha: float = opt(0.5, "alpha of the learning-rate rule (1 SGD, 0.5-1 Adam/RMSprop)")
+    lr_rule: str = opt("auto", "learning rate on resize, set from the run's first batch B0 and rate lr0: none; "
+                       "noise, lr0 ((1+Bn/B0)/(1+Bn/B))^alpha (eq. 2.6); power, lr0 (B/B0)^alpha (the square-root "
+                       "rule of adaptive optimizers at alpha 0.5); auto: noise with --batch auto, none otherwise "
+                       "(docs/batch-control.md)", ("auto", "none", "noise", "power"))
+    lr_alpha: float = opt(0.5, "alpha of the learning-rate rule (noise: 1 SGD, 0.5-1 Adam/RMSprop; power: 0.5)")
 
     @property
     def scales_lr(self) -> bool:
-        """Whether a resize scales the learning rate (the noise rule, explicit or by auto)."""
-        return self.lr_rule == "noise" or (self.lr_rule == "auto" and self.batch == "auto")
+        """Whether a resize scales the learning rate (a rule named, or noise by auto)."""
+        return self.lr_rule in ("noise", "power") or (self.lr_rule == "auto" and self.batch == "auto")
 
 
 @dataclass

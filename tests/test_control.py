@@ -96,6 +96,15 @@ def test_lr_rule_is_anchored_at_the_runs_first_batch_and_rate():
     assert clone.reference == (80.0, 1e-3)
 
 
+def test_power_rule_sets_lr_from_the_batch_alone():
+    c = controller(cooldown=0, lr_rule="power", lr_alpha=0.5)
+    grown = c.step(16, 1_100.0, 80, 1e-3)  # 80 -> 160 observations: sqrt(2) x, whatever the noise scale
+    assert grown.n_envs == 32 and grown.lr == pytest.approx(1e-3 * math.sqrt(2))
+    shrunk = c.step(32, 5.0, 160, grown.lr)  # 160 -> 80, back to the first rate
+    assert shrunk.n_envs == 16 and shrunk.lr == pytest.approx(1e-3)
+    assert controller(lr_rule="power").cfg.scales_lr and not controller(lr_rule="none").cfg.scales_lr
+
+
 def test_lr_unchanged_without_rule_and_state_round_trip():
     c = controller(cooldown=0)
     d = c.step(16, 400.0, 80, 1e-3)

@@ -149,8 +149,13 @@ class BatchController:
             return Decision(n_envs, lr, target, f"at {bound}")
         if self.cfg.scales_lr and self.reference is not None:
             reference_batch, reference_lr = self.reference
-            lr = scaled_lr(reference_lr, noise_scale, reference_batch, new_envs * self.observations_per_env,
-                           self.cfg.lr_alpha)
+            new_batch = new_envs * self.observations_per_env
+            if self.cfg.lr_rule == "power":
+                # Breakout's grid: the best rate doubles per 4x batch (B^0.5) over 20-1,280, while the
+                # noise rule, fed the small B_simple of early training, kept it nearly flat there.
+                lr = reference_lr * (new_batch / reference_batch) ** self.cfg.lr_alpha
+            else:
+                lr = scaled_lr(reference_lr, noise_scale, reference_batch, new_batch, self.cfg.lr_alpha)
         self.observations_since_resize = 0.0
         direction = "grow" if new_envs > n_envs else "shrink"
         return Decision(new_envs, lr, target, f"{direction}: {why} vs {current:,.0f} observations")
