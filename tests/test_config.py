@@ -106,12 +106,13 @@ def test_the_built_wheel_ships_the_presets(tmp_path):
 
 
 def test_minatar_presets_resolve_to_the_settings_docs_results_chose():
-    """The presets' values as docs/results.md chose them (fixed 80 at lr 1.12e-2, no crit ratio; auto without the lr rule).
+    """The presets' values as docs/results.md chose them (fixed 80 at lr 1.12e-2, no crit ratio; the power lr rule).
 
     A pin of the packaged data, not a measurement: it fails when a preset changes without its docs."""
     for game in ("minatar-spaceinvaders", "minatar-breakout"):
         cfg = build_config(game, None, {})
         assert cfg.control.batch == "fixed" and cfg.control.crit_ratio == 1.0 and cfg.agent.lr == 1.12e-2
-        assert not build_config(game, None, {"batch": "auto"}).control.scales_lr
+        auto = build_config(game, None, {"batch": "auto"}).control
+        assert auto.scales_lr and (auto.lr_rule, auto.lr_alpha) == ("power", 0.5)
     assert build_config("minatar-breakout", "ppo", {}).agent.lr == build_config("pong", "ppo", {}).agent.lr
     assert build_config("cartpole", None, {}).control.crit_ratio == 1.0
