@@ -8,7 +8,10 @@ S and examples E with 95 % bootstrap intervals over the seeds (a seed that
 never reached the goal counts as infinitely slow, so a median exists only when
 most seeds got there). Then, for the adaptive runs: the speed-up their cost
 model predicted (time-weighted mean of ``batch/predicted_speedup``) next to
-the one realised against the fixed batch they started from. And for each fixed
+the one realised against the fixed batch they started from, and how far
+each adaptive variant's batch and target moved up to the top goal. Then the
+cost model's predicted time ratios between the fixed batches beside the
+measured ones (``docs/studies.md`` rule 1: validate before quoting). And for each fixed
 batch, the ceiling of batch control: how much sooner its runs would have
 reached the top goal at B* at every update, by the cost model T(B) = a + b*B
 fitted to the fixed runs' own update times and each run's measured noise scale
