@@ -41,6 +41,7 @@ from rlscale.reports.runs import (
     GoalHit,
     RunRecord,
     add_run_arguments,
+    format_interval,
     format_number,
     goals_of,
     load_runs,
@@ -236,16 +237,10 @@ def adaptive_rows(results: list[GoalResult], adaptive: list[RunRecord]) -> list[
             knee = steps[0] <= KNEE and examples[0] <= KNEE
             rows.append({"goal": f"{r.goal:g}", "variant": variant,
                          "reached": f"{sum(h is not None for h in hits)}/{len(hits)}",
-                         "S / S_min": _median_text(steps), "E / E_min": _median_text(examples),
+                         "S / S_min": format_interval(steps, spec=".2f"),
+                         "E / E_min": format_interval(examples, spec=".2f"),
                          f"at the knee (both <= {KNEE:g})": "yes" if knee else "no"})
     return rows
-
-
-def _median_text(values: tuple[float, float, float]) -> str:
-    median, low, high = values
-    if not math.isfinite(median):
-        return "not reached"
-    return f"{median:.2f} [{low:.2f}, {format_number(high, '.2f') if math.isfinite(high) else 'not reached'}]"
 
 
 def print_adaptive(rows: list[dict[str, str]]) -> None:

@@ -181,7 +181,7 @@ def variant_of(run: RunRecord) -> str:
     ratio = f" crit/{c.crit_ratio:g}" if c.crit_ratio != 1.0 else ""
     probe = " probe-cooldown" if c.batch == "auto" and c.probe_cooldown else ""
     gain = f" min-gain {c.min_gain:g}" if c.batch == "auto" and c.min_gain else ""
-    return (f"{c.batch} from {run.cfg.env.n_envs * run.cfg.observations_per_env:g} "
+    return (f"{c.batch} from {optimizer_batch(run):g} "
             f"{lr}{rule}{ratio}{probe}{gain}{engine}")
 
 
@@ -193,6 +193,15 @@ def median_interval(values: np.ndarray, seed: int = 0) -> tuple[float, float, fl
     # Order statistics, not interpolation: an interval end may be inf (most seeds did not finish).
     low, high = medians[int(0.025 * BOOTSTRAP_RESAMPLES)], medians[int(0.975 * BOOTSTRAP_RESAMPLES) - 1]
     return float(np.median(values)), float(low), float(high)
+
+
+def format_interval(values: tuple[float, float, float], scale: float = 1.0, spec: str = ",.0f") -> str:
+    """A ``median_interval`` as text, '1.05 [0.89, 1.90]'; 'not reached' for an infinite median or top."""
+    median, low, high = (v / scale for v in values)
+    if not math.isfinite(median):
+        return "not reached"
+    upper = format_number(high, spec) if math.isfinite(high) else "not reached"
+    return f"{format_number(median, spec)} [{format_number(low, spec)}, {upper}]"
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, paths_help: str) -> None:

@@ -42,6 +42,7 @@ from rlscale.reports.plot import save_figure
 from rlscale.reports.runs import (
     RunRecord,
     add_run_arguments,
+    format_interval,
     format_number,
     goals_of,
     load_runs,
@@ -88,21 +89,13 @@ def _order(variant: str) -> tuple[int, float, str]:
     return (0 if words[0] == "fixed" else 1, float(words[1] if words[0] == "fixed" else words[2]), variant)
 
 
-def _interval(values: tuple[float, float, float], scale: float = 1.0, spec: str = ",.0f") -> str:
-    median, low, high = (v / scale for v in values)
-    if not math.isfinite(median):
-        return "not reached"
-    upper = format_number(high, spec) if math.isfinite(high) else "not reached"
-    return f"{format_number(median, spec)} [{format_number(low, spec)}, {upper}]"
-
-
 def print_table(table: list[Cell]) -> None:
     width = max(len(c.variant) for c in table)
     print(f"{'goal':>6s}  {'variant':{width}s} {'reached':>7s}  {'wall min [95% CI]':26s} "
           f"{'optimizer steps S':26s} {'examples E':28s}")
     for c in table:
-        print(f"{c.goal:6g}  {c.variant:{width}s} {c.reached:>3d}/{c.seeds:<3d}  {_interval(c.wall, 60, ',.2f'):26s} "
-              f"{_interval(c.updates):26s} {_interval(c.examples):28s}")
+        print(f"{c.goal:6g}  {c.variant:{width}s} {c.reached:>3d}/{c.seeds:<3d}  {format_interval(c.wall, 60, ',.2f'):26s} "
+              f"{format_interval(c.updates):26s} {format_interval(c.examples):28s}")
 
 
 def predicted_speedup(run: RunRecord) -> float | None:
@@ -123,7 +116,7 @@ def print_verdict(runs: list[RunRecord], table: list[Cell]) -> None:
         return
     best = min(fixed, key=lambda c: c.wall[0])
     print(f"\nat goal {top:g}: best fixed batch in hindsight {best.variant} "
-          f"({_interval(best.wall, 60, ',.2f')} min)")
+          f"({format_interval(best.wall, 60, ',.2f')} min)")
     for variant in sorted({variant_of(r) for r in adaptive}):
         own = next(c for c in table if c.variant == variant and c.goal == top)
         words = variant.split()  # auto from 40 lr 0.0007 ...
@@ -131,7 +124,7 @@ def print_verdict(runs: list[RunRecord], table: list[Cell]) -> None:
         base = next((c for c in fixed if c.variant == start), None)
         predicted = [p for p in (predicted_speedup(r) for r in adaptive if variant_of(r) == variant) if p]
         realised = base.wall[0] / own.wall[0] if base and math.isfinite(own.wall[0]) else math.nan
-        print(f"  {variant}: median wall {_interval(own.wall, 60, ',.2f')} min; "
+        print(f"  {variant}: median wall {format_interval(own.wall, 60, ',.2f')} min; "
               f"{format_number(realised, '.2f')}x the speed of {start}; "
               f"{format_number(own.wall[0] / best.wall[0], '.2f')}x the time of the best fixed; "
               f"cost model's predicted speed-up {format_number(np.median(predicted) if predicted else None, '.2f')}x "
@@ -176,11 +169,11 @@ def print_batch_paths(runs: list[RunRecord], goal: float) -> None:
         return
     print(f"\nhow far the adaptive runs' batch moved up to goal {goal:g} (or their end), medians over seeds:")
     for variant, group in sorted(paths.items()):
-        def med(field: str, group: list[BatchPath] = group) -> str:
-            return format_number(float(np.median([getattr(p, field) for p in group])), ",.0f")
+        med = {name: format_number(float(np.median([getattr(p, name) for p in group])), ",.0f")
+               for name in ("start", "low", "high", "at_goal", "target_low", "target_high")}
         target = np.median([p.target_high / p.target_low for p in group if p.target_low > 0] or [math.nan])
-        print(f"  {variant}: batch {med('start')} -> {med('low')}-{med('high')} (at the goal {med('at_goal')}); "
-              f"its target's 10th-90th percentile {med('target_low')}-{med('target_high')} "
+        print(f"  {variant}: batch {med['start']} -> {med['low']}-{med['high']} (at the goal {med['at_goal']}); "
+              f"its target's 10th-90th percentile {med['target_low']}-{med['target_high']} "
               f"({format_number(float(target), '.1f')}x)")
 
 
@@ -208,9 +201,12 @@ def print_model_check(runs: list[RunRecord], table: list[Cell], goal: float, cri
             if batch not in fastest or c.wall[0] < fastest[batch].wall[0]:
                 fastest[batch] = c
     fixed = sorted(fastest.values(), key=lambda c: _order(c.variant))
-    readings = [run.mean_noise_scale(until=hit.agent_steps) / crit_ratio_of(run, crit_ratio)
-                for run in runs if run.cfg.control.batch == "fixed" and (hit := run.goal(goal)) is not None
-                and run.mean_noise_scale(until=hit.agent_steps) is not None]
+    readings = []
+    for run in runs:
+        hit = run.goal(goal) if run.cfg.control.batch == "fixed" else None
+        reading = run.mean_noise_scale(until=hit.agent_steps) if hit is not None else None
+        if reading is not None:
+            readings.append(reading / crit_ratio_of(run, crit_ratio))
     if fit is None or len(fixed) < 2 or not readings:
         return
     b_crit = float(np.median(readings))
