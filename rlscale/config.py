@@ -116,8 +116,9 @@ class NoiseConfig:
 
 @dataclass
 class ControlConfig:
-    batch: str = opt("fixed", "batch-size controller (auto: the wall-time optimum of the measured cost model)",
-                     ("fixed", "critical", "sqrt", "auto"))
+    batch: str = opt("fixed", "batch-size controller (auto: the wall-time optimum of the measured cost model; "
+                     "replay: another run's batch and learning-rate path, open-loop)",
+                     ("fixed", "critical", "sqrt", "auto", "replay"))
     # total: measured every update at near-zero cost, and within 1.4x of the fitted
     # B_crit on the CartPole study's well-determined goals (docs/notebook/results.md).
     signal: str = opt("total", "noise scale the controller follows: B_simple of the total loss or of one part, "
@@ -147,6 +148,9 @@ class ControlConfig:
                        "rule of adaptive optimizers at alpha 0.5); auto: noise with --batch auto, none otherwise "
                        "(docs/batch-control.md)", ("auto", "none", "noise", "power"))
     lr_alpha: float = opt(0.5, "alpha of the learning-rate rule (noise: 1 SGD, 0.5-1 Adam/RMSprop; power: 0.5)")
+    # docs/studies.md rule 4: if the replay (on other seeds) trains as fast, the gain was the schedule.
+    replay_from: str = opt("", "replay: the run directory whose environments and learning rate, step by step, "
+                           "this run follows without measuring or reacting")
 
     @property
     def scales_lr(self) -> bool:
@@ -298,6 +302,8 @@ class Config:
                 raise UserError(
                     f"{cli_flag(name)} ({value}) must be a multiple of --vector-size ({e.vector_size})"
                 )
+        if (c.batch == "replay") != bool(c.replay_from):
+            raise UserError("--batch replay and --replay-from RUN_DIR go together: give both or neither")
         if c.batch != "fixed" and not c.min_envs <= e.n_envs <= c.max_envs:
             raise UserError(
                 f"--n-envs ({e.n_envs}) lies outside [--min-envs {c.min_envs}, --max-envs {c.max_envs}]"

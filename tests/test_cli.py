@@ -41,6 +41,10 @@ def assert_one_line_error(result, *fragments: str) -> None:
     (["cartpole", "--signal", "hessian", "--learners", "2"], ["data-parallel learners measure B_simple only"]),
     (["cartpole", "--curvature-every", "0"], ["--curvature-every must be positive"]),
     (["cartpole", "--signal", "bsimple"], ["--signal", "invalid choice"]),
+    (["cartpole", "--batch", "replay"], ["--batch replay and --replay-from RUN_DIR go together"]),
+    (["cartpole", "--replay-from", "runs/x"], ["--batch replay and --replay-from RUN_DIR go together"]),
+    (["cartpole", "--batch", "replay", "--replay-from", "/nonexistent"],
+     ["--replay-from /nonexistent: no config.toml there"]),
 ])
 def test_bad_input(args, fragments, tmp_path):
     # The train command's main() with its arguments, in this process; the tests below run it as

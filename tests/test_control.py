@@ -8,6 +8,7 @@ import pytest
 
 from rlscale.config import ControlConfig
 from rlscale.control.controller import BatchController, scaled_lr, target_batch
+from rlscale.control.schedule import Schedule
 
 
 def controller(**kw) -> BatchController:
@@ -127,3 +128,34 @@ def test_crit_ratio_divides_the_signal_for_the_target_but_not_for_the_lr_rule():
     d = ruled.step(16, 2560.0, 80, 1e-3)
     assert d.n_envs == 32 and d.lr == pytest.approx(1e-3 * (1 + 2560 / 80) / (1 + 2560 / 160))
     assert "B_simple 2,560 / 4" not in d.reason  # critical mode names its target only
+
+
+def test_a_logged_path_becomes_the_schedule_of_the_updates_that_follow():
+    # batch/n_envs is logged after the update's decision (the next update's count), train/lr with the
+    # rate the update used: the rate that follows step 200 is the one logged at 300.
+    schedule = Schedule.from_logged([100, 200, 300, 400], [8, 16, 16, 8], [100, 200, 300, 400],
+                                    [1e-3, 1e-3, 2e-3, 2e-3])
+    assert schedule.at(99) is None  # before the first update ended: the run's own start
+    assert schedule.at(100) == (8, 1e-3)
+    assert schedule.at(250) == (16, 2e-3)
+    assert schedule.at(400) == schedule.at(10_000) == (8, 2e-3)  # the last holds
+    with pytest.raises(ValueError, match="same updates"):
+        Schedule.from_logged([100, 200], [8, 16], [100, 300], [1e-3, 1e-3])
+    with pytest.raises(ValueError, match="rise"):
+        Schedule((100, 100), (8, 8), (1e-3, 1e-3))
+
+
+def test_replay_follows_the_schedule_by_agent_steps_and_ignores_the_noise_scale():
+    c = controller(batch="replay", cooldown=10_000)
+    c.schedule = Schedule((80, 160, 320), (16, 32, 32), (1e-3, 2e-3, 4e-3))
+    held = c.step(16, None, 40, 1e-3)  # 40 steps: before the recorded first update ended
+    assert held.n_envs == 16 and held.lr == 1e-3 and held.target_batch is None
+    grown = c.step(16, 5.0, 40, 1e-3)  # 80: the recorded 16 envs at 1e-3: as it is
+    assert (grown.n_envs, grown.lr) == (16, 1e-3)
+    grown = c.step(16, 5.0, 80, 1e-3)  # 160: 32 envs at 2e-3, though the cool-down has not passed
+    assert (grown.n_envs, grown.lr) == (32, 2e-3) and grown.reason.startswith("grow: replay")
+    rate_only = c.step(32, 1e6, 160, 2e-3)  # 320: same count, the rate it recorded
+    assert (rate_only.n_envs, rate_only.lr) == (32, 4e-3)
+    clone = controller(batch="replay")
+    clone.load_state_dict(c.state_dict())
+    assert clone.agent_steps == c.agent_steps == 320

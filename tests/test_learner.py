@@ -218,6 +218,20 @@ def test_non_finite_gradient_is_skipped_and_counted():
     assert learner.updates == 1 and learner.skipped_in_a_row == 0
 
 
+def test_a_resumed_learner_keeps_the_curvature_cadence():
+    """The every-k-th-batch measurement of B_P and B_noise continues across a checkpoint, not from 0."""
+    spec = SPECS["mlp"]
+    cfg = build_config("cartpole", None, {"curvature_every": 3})
+    learner = A2CLearner(build_network(spec, "auto", 64), cfg)
+    for _ in range(2):
+        learner.update(random_batch(spec, 5, 8))
+    resumed = A2CLearner(build_network(spec, "auto", 64), cfg)
+    resumed.load_state_dict(learner.state_dict())
+    assert resumed.batches == 2
+    assert "perf/curvature_seconds" not in resumed.update(random_batch(spec, 5, 8))  # batch 2: not a multiple of 3
+    assert "perf/curvature_seconds" in resumed.update(random_batch(spec, 5, 8))  # batch 3: measured
+
+
 @pytest.mark.parametrize("parts", [False, True])
 def test_gram_route_gives_the_explicit_norms_and_gradient(parts):
     """The big Linear layer's per-group norms from Gram matrices equal autograd's, as does the update."""

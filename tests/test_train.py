@@ -368,3 +368,40 @@ def test_critical_control_can_follow_the_hessian_noise_scale(tmp_path, capsys):
     b_noise = {e.step: e.value for e in events.Scalars("noise/b_noise")}
     targets = events.Scalars("batch/target")
     assert targets and all(e.value == pytest.approx(b_noise[e.step], rel=1e-6) for e in targets)
+
+
+def test_replay_follows_a_recorded_auto_run_open_loop(tmp_path, capsys):
+    """--batch replay on another seed takes, after every update, the environments and learning rate the
+    recorded run had taken at that agent step (docs/studies.md rule 4)."""
+    recorded, replay = tmp_path / "auto", tmp_path / "replay"
+    common = ["cartpole", "--serial", "--learner-threads", "1", "--n-envs", "8", "--min-envs", "4",
+              "--max-envs", "64", "--total-frames", "12000", "--lr-rule", "power"]
+    assert main([*common, "--batch", "auto", "--cooldown", "1000", "--run-dir", str(recorded)]) == 0
+    capsys.readouterr()
+    assert main([*common, "--batch", "replay", "--replay-from", str(recorded), "--seed", "1",
+                 "--run-dir", str(replay)]) == 0
+    out = capsys.readouterr().out
+    assert f"replaying {recorded}: " in out and "resize 8 -> 16 envs (grow: replay: the recorded run took 16" in out
+
+    def path(run_dir: Path) -> tuple[list[int], list[float], list[float]]:
+        events = scalars(run_dir)
+        return (steps_of(run_dir, "batch/n_envs"), [e.value for e in events.Scalars("batch/n_envs")],
+                [e.value for e in events.Scalars("train/lr")])
+
+    steps, n_envs, lrs = path(recorded)
+    assert len(set(n_envs)) >= 3 and len(set(lrs)) >= 3  # a path worth replaying: the power rule moved the rate
+
+    def recorded_at(step: int) -> tuple[float, float]:  # what the recorded run took after training `step`
+        i = max(i for i, s in enumerate(steps) if s <= step)
+        return n_envs[i], lrs[min(i + 1, len(lrs) - 1)]
+
+    r_steps, r_envs, r_lrs = path(replay)
+    for i, step in enumerate(r_steps):
+        assert r_envs[i] == recorded_at(step)[0], step
+        if i + 1 < len(r_steps):
+            assert r_lrs[i + 1] == pytest.approx(recorded_at(step)[1], rel=1e-6), step
+    assert "noise/b_simple_total" in scalars(replay).Tags()["scalars"]  # measured, not followed
+    # A replay must start where the recorded run started.
+    assert main([*common, "--n-envs", "16", "--batch", "replay", "--replay-from", str(recorded),
+                 "--run-dir", str(tmp_path / "other")]) == 2
+    assert "started with --n-envs 8; give this run the same" in capsys.readouterr().err

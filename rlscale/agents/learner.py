@@ -183,6 +183,7 @@ class Learner:
             "noise": self.noise.state_dict(),
             "updates": self.updates,
             "skipped_updates": self.skipped_updates,
+            "batches": self.batches,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -191,3 +192,5 @@ class Learner:
         self.noise.load_state_dict(state["noise"])
         self.updates = int(state["updates"])
         self.skipped_updates = int(state["skipped_updates"])
+        # The curvature measurement's cadence continues where it was (absent before 2026-11-26: restart it).
+        self.batches = int(state.get("batches", 0))

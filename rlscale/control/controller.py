@@ -14,6 +14,8 @@ number of minibatches for PPO.
             largest allowed factor gives it a second size. It resizes only when the
             model predicts B* at least ``min_gain`` faster per unit of progress than the
             current batch: near B* the time is flat and a resize is not free.
+* replay:   the environments and learning rate a recorded run took at each agent step
+            (``rlscale.control.schedule``), open-loop: the studies' control for feedback.
 
 B_crit is read as B_simple / crit_ratio: 1 where the theory's B_simple ~ B_crit
 holds; a task's measured ratio (``rlscale.reports.pareto``) otherwise. The learning-rate
@@ -37,6 +39,7 @@ from typing import Any
 from rlscale import tags
 from rlscale.config import ControlConfig
 from rlscale.control.cost import CostModel, optimal_batch, predicted_speedup
+from rlscale.control.schedule import Schedule
 
 
 @dataclass(frozen=True)
@@ -80,14 +83,19 @@ class BatchController:
     # Breakout oscillating resizes ratcheted lr 2.24e-2 -> 5.85e-2 until the policy collapsed
     # (docs/notebook/results.md, 2026-11-26).
     reference: tuple[float, float] | None = None
+    schedule: Schedule | None = None  # --batch replay: the recorded run's path
+    agent_steps: float = 0.0  # trained so far: where the replayed schedule stands
 
     def step(self, n_envs: int, noise_scale: float | None, observations: float, lr: float) -> Decision:
         """Called once per update, after it trained on ``observations``."""
         self.observations_since_resize += observations
+        self.agent_steps += observations
         if self.reference is None:
             self.reference = (n_envs * self.observations_per_env, lr)
         if self.cfg.batch == "fixed":
             return Decision(n_envs, lr, None, "fixed batch")
+        if self.cfg.batch == "replay":
+            return self._replay(n_envs, lr)
         if noise_scale is None or not math.isfinite(noise_scale) or noise_scale <= 0:
             return Decision(n_envs, lr, None, "no noise-scale estimate")
         current = n_envs * self.observations_per_env
@@ -132,6 +140,20 @@ class BatchController:
         self.probed = decision.n_envs != n_envs and not self.cfg.probe_cooldown
         return decision
 
+    def _replay(self, n_envs: int, lr: float) -> Decision:
+        if self.schedule is None:
+            raise ValueError("--batch replay needs the recorded schedule")
+        planned = self.schedule.at(self.agent_steps)
+        if planned is None or planned == (n_envs, lr):
+            return Decision(n_envs, lr, None, "replay: as recorded")
+        new_envs, new_lr = planned
+        if new_envs == n_envs:
+            return Decision(n_envs, new_lr, None, "replay: the recorded learning rate")
+        self.observations_since_resize = 0.0
+        direction = "grow" if new_envs > n_envs else "shrink"
+        return Decision(new_envs, new_lr, None, f"{direction}: replay: the recorded run took {new_envs} envs "
+                                                f"after {self.agent_steps:,.0f} agent steps")
+
     def _resize_toward(self, n_envs: int, noise_scale: float, current: float, target: float, lr: float,
                        why: str) -> Decision:
         ratio = target / current
@@ -162,12 +184,13 @@ class BatchController:
 
     def state_dict(self) -> dict[str, Any]:
         return {"observations_since_resize": self.observations_since_resize, "probed": self.probed,
-                "cost": self.cost.state_dict(),
+                "cost": self.cost.state_dict(), "agent_steps": self.agent_steps,
                 "reference": list(self.reference) if self.reference is not None else None}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.observations_since_resize = float(state["observations_since_resize"])
         self.probed = bool(state.get("probed", False))  # absent from checkpoints before it existed
+        self.agent_steps = float(state.get("agent_steps", 0.0))  # likewise; read only by replay, which is newer
         self.cost.load_state_dict(state["cost"])
         # Checkpoints from before the anchor existed: the next update's batch and lr become it.
         reference = state.get("reference")

@@ -23,12 +23,14 @@ from rlscale.cli import writable_dir
 from rlscale.config import Config, dumps_toml, runs_root
 from rlscale.control.controller import BatchController
 from rlscale.control.cost import predicted_speedup
+from rlscale.control.schedule import Schedule
 from rlscale.errors import ActorFailures, UserError
 from rlscale.goals import GOAL_WINDOW, GoalForecast, GoalOutlook, GoalWindow
 from rlscale.training import checkpoint
 from rlscale.training.checkpoint import CONFIG_FILE, SUMMARY_FILE
 from rlscale.training.engine import Engine, NativeEngine, UpdateResult
 from rlscale.training.logger import RunLogger, StepRate
+from rlscale.training.replay import describe, load_schedule
 
 # Consecutive non-finite updates after which the run stops (with a checkpoint).
 MAX_SKIPPED_IN_A_ROW = 20
@@ -110,10 +112,14 @@ def make_engine(cfg: Config, run_dir: Path, n_envs: int, state: dict[str, Any] |
     return NativeEngine(cfg, n_envs, state)
 
 
-def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None) -> Run:
-    """Wire the engine, controller, goal window and logger of a run (from a checkpoint's state)."""
+def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None,
+          schedule: Schedule | None = None) -> Run:
+    """Wire the engine, controller, goal window and logger of a run (from a checkpoint's state); a replay
+    reads its schedule here unless given it."""
     state = TrainState(n_envs=cfg.env.n_envs, base_lr=cfg.agent.lr)
     controller = BatchController(cfg.control, cfg.observations_per_env, cfg.pool_unit)
+    if cfg.control.batch == "replay":
+        controller.schedule = schedule or load_schedule(cfg)
     window = GoalWindow()
     if saved is not None:
         state = TrainState(**saved["trainer"])
@@ -228,7 +234,8 @@ def train_loop(run: Run) -> None:
             metrics[tags.RESIZE_SECONDS] = report.seconds
             print(f"resize {s.n_envs} -> {decision.n_envs} envs ({decision.reason}); "
                   f"lr {s.base_lr:.2e} -> {decision.lr:.2e}; {report.seconds:.2f} s", flush=True)
-            s.n_envs, s.base_lr = decision.n_envs, decision.lr
+            s.n_envs = decision.n_envs
+        s.base_lr = decision.lr  # holding returns the rate it was given; a replay may set one without a resize
         s.wall_seconds += time.perf_counter() - start
 
         steps_per_s = rate.update(s.agent_steps)
@@ -330,12 +337,15 @@ def run(cfg: Config, run_dir: Path, resume: bool = False,
     """Train (or continue, with ``resume``) the run in ``run_dir``; the command's exit code."""
     check_engine(cfg)
     saved = load_latest(run_dir, cfg) if resume else None
+    schedule = load_schedule(cfg) if cfg.control.batch == "replay" else None  # bad input before the run dir
     open_run_dir(cfg, run_dir)
+    if schedule is not None:
+        print(describe(schedule, cfg.control.replay_from), flush=True)
     if saved is not None:
         print(f"resuming from {saved['trainer']['agent_steps']:,} agent steps", flush=True)
     training: Run | None = None
     try:
-        training = build(cfg, run_dir, saved)
+        training = build(cfg, run_dir, saved, schedule)
         training.on_progress = on_progress
         s = training.state
         print(f"{cfg.env.env_id} | {cfg.agent.algo} | {s.n_envs} envs x {cfg.agent.n_steps} steps "
