@@ -60,6 +60,19 @@ def test_variants_keep_forced_bf16_apart():
         "fixed 40 lr 0.0007", "fixed 40 lr 0.0007 bf16", "fixed 40 lr 0.0007 actors bf16"]
 
 
+def test_a_replay_is_named_by_its_start_and_source_and_prints_no_target(capsys):
+    """A replay's rates are the recorded run's: no rule of its own in its name, and no target in its path."""
+    from rlscale.reports.study import print_batch_paths
+
+    run = record("r", "fixed", 8, 5_000, 0.01)
+    run.cfg.control.batch, run.cfg.control.replay_from = "replay", "runs/auto-320/auto-b320-lr0.01-s5"
+    run.cfg.control.lr_rule = "power"
+    assert variant_of(run) == "replay from 40 lr 0.0007 of auto-320"
+    print_batch_paths([run], 475.0)
+    assert "replay from 40 lr 0.0007 of auto-320: batch 40 -> 40-40 (at the goal 40); no target (a replay)" in \
+        capsys.readouterr().out
+
+
 def test_ceiling_of_batch_control_from_the_fixed_runs_cost_and_noise_scale():
     """Fixed runs at 40 and 160 observations timed at a + b*B (a = 10 ms, b = 0.5 ms): the study's
     cost model is that line, and with a constant B_simple of 400 the ceiling over a fixed batch B

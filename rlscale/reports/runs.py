@@ -177,6 +177,8 @@ def variant_of(run: RunRecord) -> str:
     engine += " actors bf16" if r.actor_precision == "bf16" else ""
     if c.batch == "fixed":
         return f"fixed {optimizer_batch(run):g} {lr}{engine}"
+    if c.batch == "replay":  # its rates are the recorded run's: no rule of its own
+        return f"replay from {optimizer_batch(run):g} {lr} of {Path(c.replay_from).parent.name}{engine}"
     rule = f" {'power' if c.lr_rule == 'power' else 'noise'} a{c.lr_alpha:g}" if c.scales_lr else ""
     ratio = f" crit/{c.crit_ratio:g}" if c.crit_ratio != 1.0 else ""
     probe = " probe-cooldown" if c.batch == "auto" and c.probe_cooldown else ""

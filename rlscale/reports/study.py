@@ -172,9 +172,10 @@ def print_batch_paths(runs: list[RunRecord], goal: float) -> None:
         med = {name: format_number(float(np.median([getattr(p, name) for p in group])), ",.0f")
                for name in ("start", "low", "high", "at_goal", "target_low", "target_high")}
         target = np.median([p.target_high / p.target_low for p in group if p.target_low > 0] or [math.nan])
+        aimed = (f"its target's 10th-90th percentile {med['target_low']}-{med['target_high']} "
+                 f"({format_number(float(target), '.1f')}x)") if math.isfinite(target) else "no target (a replay)"
         print(f"  {variant}: batch {med['start']} -> {med['low']}-{med['high']} (at the goal {med['at_goal']}); "
-              f"its target's 10th-90th percentile {med['target_low']}-{med['target_high']} "
-              f"({format_number(float(target), '.1f')}x)")
+              + aimed)
 
 
 def fixed_runs_cost(runs: list[RunRecord]) -> Fit | None:
