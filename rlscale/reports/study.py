@@ -124,11 +124,11 @@ def print_verdict(runs: list[RunRecord], table: list[Cell]) -> None:
         base = next((c for c in fixed if c.variant == start), None)
         predicted = [p for p in (predicted_speedup(r) for r in adaptive if variant_of(r) == variant) if p]
         realised = base.wall[0] / own.wall[0] if base and math.isfinite(own.wall[0]) else math.nan
+        model = (f"; cost model's predicted speed-up {format_number(np.median(predicted), '.2f')}x "
+                 f"(time-weighted over each run, median of {len(predicted)})") if predicted else ""
         print(f"  {variant}: median wall {format_interval(own.wall, 60, ',.2f')} min; "
               f"{format_number(realised, '.2f')}x the speed of {start}; "
-              f"{format_number(own.wall[0] / best.wall[0], '.2f')}x the time of the best fixed; "
-              f"cost model's predicted speed-up {format_number(np.median(predicted) if predicted else None, '.2f')}x "
-              f"(time-weighted over each run, median of {len(predicted)})")
+              f"{format_number(own.wall[0] / best.wall[0], '.2f')}x the time of the best fixed" + model)
 
 
 @dataclass
