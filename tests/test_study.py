@@ -132,6 +132,33 @@ def test_best_points_take_each_batch_size_at_its_fastest_learning_rate_reached_b
     assert points[0].examples == pytest.approx(math.sqrt(hits[0].examples * hits[1].examples))
 
 
+def test_pareto_names_best_rates_at_the_grid_edge_and_prints_each_seeds_crossings():
+    """Rule 3: a batch whose best rate is its grid's lowest or highest is named; crossings per cell and seed."""
+    from dataclasses import replace
+
+    from rlscale.reports.pareto import GoalResult, best_points, crossing_lines, grid_edges
+
+    def at(lr: float, n_envs: int, reach_at: float | None, seed: int) -> RunRecord:
+        run = record(f"b{n_envs}-lr{lr}-s{seed}", "fixed", n_envs, reach_at, 0.01)
+        run.cfg = replace(run.cfg, agent=replace(run.cfg.agent, lr=lr), run=replace(run.cfg.run, seed=seed))
+        return run
+
+    runs = [at(1e-3, 16, 6_000, 0), at(2e-3, 16, 3_000, 0), at(4e-3, 16, 8_000, 0),  # batch 80: inside
+            at(1e-3, 32, 2_000, 0), at(2e-3, 32, 5_000, 0),                           # batch 160: lowest
+            at(4e-3, 8, 3_000, 0)]                                                    # batch 40: one rate only
+    result = GoalResult(250.0, best_points(runs, 250.0), None, {})
+    assert grid_edges(runs, [result]) == [
+        "goal 250: batch 160's best learning rate 0.001 is the lowest it tried (0.001, 0.002); try a lower one"]
+    runs.append(at(1e-3, 32, None, 1))  # its second seed never gets there: 0.002 becomes best, the highest
+    result = GoalResult(250.0, best_points(runs, 250.0), None, {})
+    assert grid_edges(runs, [result]) == [
+        "goal 250: batch 160's best learning rate 0.002 is the highest it tried (0.001, 0.002); try a higher one"]
+    lines = crossing_lines(runs, [250.0, 600.0])
+    first = runs[3].goal(250.0).agent_steps / 1e3  # where the 20-episode mean of seed 0 passed 250
+    assert f"b160 lr 0.001 (seeds 0,1) | 250: {first:,.0f} - | 600: - -" in lines
+    assert lines[0] == f"b40 lr 0.004 (seeds 0) | 250: {runs[5].goal(250.0).agent_steps / 1e3:,.0f} | 600: -"
+
+
 def test_bootstrap_interval_of_a_ratio_spans_the_seeds_and_collapses_without_spread():
     """pareto's 95 % interval of B_simple / B_crit: seeds resampled within each (batch, lr) cell."""
     from rlscale.reports.pareto import analyse, bootstrap_ratios

@@ -18,6 +18,10 @@ goal and adaptive variant a table gives their S/S_min and E/E_min (median over
 seeds, 95 % bootstrap interval) and whether they trained at the front's knee:
 both at most 2.5 (at B = B_crit eq. 2.11 gives 2 and 2).
 
+It says where a batch size's best learning rate is the lowest or highest its
+grid tried (the front's point may lie outside the grid), and ``--crossings``
+prints the agent steps at which each seed of each cell reached each goal.
+
 Writes ``pareto.csv``, ``pareto_fronts.png`` and ``bcrit_vs_bsimple.png``.
 """
 
@@ -97,6 +101,36 @@ def best_points(runs: list[RunRecord], goal: float,
         if batch not in best or point.steps < best[batch].steps:
             best[batch] = point
     return [best[b] for b in sorted(best)]
+
+
+def grid_edges(runs: list[RunRecord], results: list[GoalResult]) -> list[str]:
+    """Where a batch size's best learning rate is the lowest or highest its grid tried (docs/studies.md rule 3:
+    the front's point may then lie outside what was measured). One line per case."""
+    tried: dict[float, list[float]] = defaultdict(list)
+    for batch, lr in sorted(grid_cells(runs)):
+        tried[batch].append(lr)
+    lines = []
+    for result in results:
+        for point in result.points:
+            lrs = tried[point.batch]
+            if len(lrs) >= 2 and point.lr in (lrs[0], lrs[-1]):
+                side, other = ("lowest", "lower") if point.lr == lrs[0] else ("highest", "higher")
+                lines.append(f"goal {result.goal:g}: batch {point.batch:g}'s best learning rate {point.lr:g} is the "
+                             f"{side} it tried ({', '.join(f'{lr:g}' for lr in lrs)}); try a {other} one")
+    return lines
+
+
+def crossing_lines(runs: list[RunRecord], goals: list[float]) -> list[str]:
+    """Per grid cell: the agent steps (thousands) at which each seed reached each goal, '-' where it did not."""
+    lines = []
+    for (batch, lr), group in sorted(grid_cells(runs).items()):
+        group = sorted(group, key=lambda r: r.cfg.run.seed)
+        hits = [" ".join("-" if (h := r.goal(g)) is None else f"{h.agent_steps / 1e3:,.0f}" for r in group)
+                for g in goals]
+        seeds = ",".join(str(r.cfg.run.seed) for r in group)
+        lines.append(f"b{batch:g} lr {lr:g} (seeds {seeds}) | "
+                     + " | ".join(f"{g:g}: {h}" for g, h in zip(goals, hits, strict=True)))
+    return lines
 
 
 def goal_noise(runs: list[RunRecord], hits: dict[int, GoalHit | None]) -> dict[tuple[int, str], float | None]:
@@ -337,6 +371,9 @@ def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="python -m rlscale.pareto", description=__doc__.splitlines()[0])
     add_run_arguments(p, "a sweep directory, or run directories")
     p.add_argument("--out-dir", type=Path, help="where the CSV and PNGs go (default: the sweep directory)")
+    p.add_argument("--crossings", action="store_true",
+                   help="also print, per batch size and learning rate, the agent steps (thousands) at which each "
+                        "seed reached each goal")
     args = p.parse_args(argv)
     runs = load_runs(args.paths)
     fixed = [r for r in runs if r.cfg.control.batch == "fixed"]
@@ -347,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(fixed)} fixed-batch runs at {len({optimizer_batch(r) for r in fixed})} batch sizes, "
           f"{len(adaptive)} adaptive; goals {', '.join(f'{g:g}' for g in goals)}", flush=True)
     results = analyse(fixed, goals)
+    if args.crossings:
+        print("agent steps (thousands) to each goal, per cell and seed:")
+        print("\n".join(crossing_lines(fixed, goals)), flush=True)
     if not any(r.points for r in results):
         best = max((r.best_return() for r in fixed if r.best_return() is not None), default=None)
         raise UserError(f"no run reached any goal (best mean return of 20 episodes: {format_number(best, '.1f')}); "
@@ -358,6 +398,10 @@ def main(argv: list[str] | None = None) -> int:
     writable_dir(out_dir, "--out-dir")
     rows = rows_of(results)
     print_table(rows)
+    edges = grid_edges(fixed, results)
+    if edges:
+        print("at the grid's edge (docs/studies.md rule 3: widen the grid before trusting these goals' fits):")
+        print("\n".join(f"  {line}" for line in edges))
     knee_rows = adaptive_rows(results, adaptive)
     if knee_rows:
         print_adaptive(knee_rows)
