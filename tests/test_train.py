@@ -292,14 +292,12 @@ def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):
     checked = 0
     for e in events.Scalars("batch/predicted_speedup"):
         # Recomputed from the logged a, b, batch and B_simple with the closed form (docs/batch-control.md),
-        # not with rlscale.control.cost: tau(B) = (a + b B)(1 + B_n / B), B* = sqrt(a B_n / b), B_n = B_simple / 2.
+        # not with rlscale.control.cost: tau(B) = (a + b B)(1 + B_n / B), least at B* = sqrt(a B_n / b), where
+        # it is (sqrt(a) + sqrt(b B_n))^2 (finite also where a noisy fit reads a = 0), B_n = B_simple / 2.
         a, b = logged["perf/overhead_seconds"][e.step], logged["perf/seconds_per_observation"][e.step]
         batch, b_noise = logged["batch/optimizer_batch"][e.step], logged["noise/b_simple_total"][e.step] / 2
-
-        def tau(x, a=a, b=b, b_noise=b_noise):
-            return (a + b * x) * (1 + b_noise / x)
-
-        assert e.value == pytest.approx(tau(batch) / tau(math.sqrt(a * b_noise / b)), rel=1e-3)
+        least = (math.sqrt(a) + math.sqrt(b * b_noise)) ** 2
+        assert e.value == pytest.approx((a + b * batch) * (1 + b_noise / batch) / least, rel=1e-3)
         checked += 1
     assert checked > 10
 
