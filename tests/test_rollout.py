@@ -8,6 +8,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+import ray
 import torch
 
 from rlscale.config import build_config
@@ -301,6 +302,33 @@ def test_too_many_actor_failures_stop_with_a_clear_error(ray_instance):
         os.kill(pool.worker_pids()[1], signal.SIGKILL)
         with pytest.raises(ActorFailures, match="2 rollout actor failures"):
             pool.collect(weights)
+    finally:
+        pool.close()
+
+
+def test_a_replacement_that_dies_as_it_starts_is_started_again(ray_instance, capsys):
+    """Until Ray marks a lost node dead it may place the replacement there, where it dies at once
+    (CI: a run's thread crashed with ActorDiedError). Here the first replacement is killed as it starts."""
+    cfg = cartpole(n_envs=4, vector_size=2)
+    spec, weights = weights_for(cfg)
+
+    class FirstReplacementDies(RayPool):
+        started = 0
+
+        def _new_actor(self, index, cpus=None):
+            actor = super()._new_actor(index, cpus)
+            if self.failures == 1:  # a replacement, not one of the pool's first actors
+                self.started += 1
+                if self.started == 1:
+                    ray.kill(actor)
+            return actor
+
+    pool = FirstReplacementDies(cfg, spec)
+    try:
+        os.kill(pool.worker_pids()[0], signal.SIGKILL)
+        assert pool.collect(weights).n_envs == 4  # the dead actor's part collected by the second replacement
+        assert pool.started == 2 and pool.failures == 1
+        assert len(set(pool.worker_pids())) == 2
     finally:
         pool.close()
 

@@ -387,7 +387,9 @@ def test_replay_follows_a_recorded_auto_run_open_loop(tmp_path, capsys):
                 [e.value for e in events.Scalars("train/lr")])
 
     steps, n_envs, lrs = path(recorded)
-    assert len(set(n_envs)) >= 3 and len(set(lrs)) >= 3  # a path worth replaying: the power rule moved the rate
+    # A path worth replaying: the count and, by the power rule, the rate moved. The cost model's probe
+    # (8 -> 16) always moves them; what auto does after it rests on timings and differs between machines.
+    assert len(set(n_envs)) >= 2 and len(set(lrs)) >= 2
 
     def recorded_at(step: int) -> tuple[float, float]:  # what the recorded run took after training `step`
         i = max(i for i, s in enumerate(steps) if s <= step)

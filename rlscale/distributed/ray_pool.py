@@ -344,22 +344,29 @@ class RayPool(Pool):
         the other actors. Then the replacement is started without a CPU
         reservation (it shares the survivors' cores, which is what running the
         same environments on fewer machines means) and the console says so.
+        Until Ray has marked a lost node dead (a few missed health checks) it
+        may still place the replacement there, where it dies at once: then it
+        is started again, until the placement deadline.
         """
-        actor = self._new_actor(w)
-        try:
-            ray.get(actor.node_id.remote(), timeout=self.PLACEMENT_TIMEOUT)
-            return actor
-        except GetTimeoutError:
-            ray.kill(actor)
-        print(f"no free CPU for a replacement rollout actor after {self.PLACEMENT_TIMEOUT:.0f} s; "
-              "starting it without a CPU reservation on the nodes left", flush=True)
-        actor = self._new_actor(w, cpus=0.0)
-        try:
-            ray.get(actor.node_id.remote(), timeout=6 * self.PLACEMENT_TIMEOUT)
-        except GetTimeoutError:
-            ray.kill(actor)
-            raise ActorFailures("no node can take a replacement rollout actor; check the cluster") from None
-        return actor
+        deadline = time.monotonic() + 7 * self.PLACEMENT_TIMEOUT
+        cpus: float | None = None  # the actors' usual reservation first
+        while True:
+            actor = self._new_actor(w, cpus=cpus)
+            wait = self.PLACEMENT_TIMEOUT if cpus is None else deadline - time.monotonic()
+            try:
+                ray.get(actor.node_id.remote(), timeout=max(wait, 0.0))
+                return actor
+            except RayActorError:  # placed on the node being lost, before Ray knew
+                if time.monotonic() > deadline:
+                    raise ActorFailures("every replacement rollout actor died on start; check the cluster") from None
+                time.sleep(1.0)
+            except GetTimeoutError:
+                ray.kill(actor)
+                if cpus is not None:
+                    raise ActorFailures("no node can take a replacement rollout actor; check the cluster") from None
+                print(f"no free CPU for a replacement rollout actor after {self.PLACEMENT_TIMEOUT:.0f} s; "
+                      "starting it without a CPU reservation on the nodes left", flush=True)
+                cpus = 0.0
 
     def _apply(self, adds, removes, background) -> int:
         refs = []
