@@ -76,11 +76,14 @@ def run_in_process(args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
-def train_subprocess(args: list[str]) -> subprocess.Popen:
-    """``python -m rlscale.train ARGS`` in the background, output captured."""
+def train_subprocess(args: list[str], stdout: Path | None = None) -> subprocess.Popen:
+    """``python -m rlscale.train ARGS`` in the background, output captured (stdout into a file if given,
+    which a test can read while the run goes on)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, "-m", "rlscale.train", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with contextlib.ExitStack() as files:  # the child has its own copy of the file's descriptor
+        out = subprocess.PIPE if stdout is None else files.enter_context(stdout.open("w"))
+        return subprocess.Popen([sys.executable, "-m", "rlscale.train", *args], cwd=ROOT, env=env,
+                                stdout=out, stderr=subprocess.PIPE, text=True)
 
 
 def interrupt_when(proc: subprocess.Popen, ready, timeout: float, settle: float = 0.0) -> str:

@@ -71,6 +71,20 @@ def test_ppo_measures_only_the_first_epoch():
     assert learner.noise.emas["total"].samples == 4 and learner.noise.emas["policy"].samples == 4
 
 
+def test_ppo_measuring_one_minibatch_keeps_the_horizon_in_training_observations():
+    """--noise-minibatches 1: one measured minibatch per batch, and the unmeasured minibatches' fresh rows are
+    credited to the next measurement, so the average's horizon stays in observations trained on."""
+    spec = SPECS["mlp"]
+    learner = PPOLearner(build_network(spec, "auto", 64), ppo_config(noise_minibatches=1, noise_parts_every=1))
+    batch = random_batch(spec, 16, 8)  # 128 rows: minibatches of 32
+    for _ in range(2):
+        learner.update(batch)
+    ema = learner.noise.emas["total"]
+    assert ema.samples == 2 and learner.noise.emas["policy"].samples == 2
+    # The first measurement saw 32 fresh rows; the second, its own 32 and the first batch's other 96.
+    assert ema.weight == pytest.approx(1 - np.exp(-(32 + 128) / learner.cfg.noise.noise_horizon), rel=1e-12)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_ppo_learns_cartpole(tmp_path):
