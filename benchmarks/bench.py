@@ -150,9 +150,10 @@ def measure_parts(seconds: float, learner_rows: int, steps_per_pass: float) -> P
                  {p: learner_part(seconds, p, learner_rows, steps_per_pass) for p in precisions})
 
 
-def rlscale_default(algo: str, seconds: float, n_envs: int) -> tuple[Rate, str]:
-    """The default run's engine (``train pong`` / ``train pong --agent a2c``), updates back to back."""
-    cfg = build_config("pong", algo, {"n_envs": n_envs, "warmup_max_steps": 0})
+def rlscale_default(algo: str, seconds: float, n_envs: int, overrides: dict | None = None) -> tuple[Rate, str]:
+    """The default run's engine (``train pong`` / ``train pong --agent a2c``, with ``overrides``), updates back
+    to back."""
+    cfg = build_config("pong", algo, {"n_envs": n_envs, "warmup_max_steps": 0, **(overrides or {})})
     engine = NativeEngine(cfg, n_envs)
     try:
         rate = timed(lambda: engine.update(cfg.agent.lr).agent_steps, seconds, warmup=2)

@@ -104,8 +104,11 @@ class NoiseConfig:
     noise_groups: int = opt(4, "k: groups of whole environments the batch gradient is split into")
     noise_horizon: float = opt(100_000, "EMA horizon of the noise estimates, in observations")
     noise_parts_every: int = opt(4, "measure the policy and value noise scales every this many updates (0 = never)")
-    noise_minibatches: int = opt(0, "PPO: the first epoch's minibatches the noise scale is measured on, from the "
-                                 "first (0 = all of them)")
+    # One is enough: the unmeasured minibatches' fresh rows count towards the next measurement, so the
+    # average's horizon stays in observations, and it halves what measuring costs Pong's default run
+    # (benchmarks/bench_ppo_noise.py; docs/notebook/performance.md, 2026-11-26).
+    noise_minibatches: int = opt(1, "PPO: how many of the first epoch's minibatches the noise scale is measured "
+                                 "on, from the first (0 = all of them; the RLlib backend measures all)")
     measure_curvature: bool = opt(True, "measure the total loss's noise scale in the optimizer's metric (B_P) and "
                                   "the Hessian's (B_noise, eq. 2.8), and eps_max, every --curvature-every batches")
     # One measurement took 4.4x (640 observations) to 8.5x (80) the time of an unmeasured Pong A2C

@@ -64,18 +64,18 @@ def test_ppo_update_with_measurement_equals_update_without():
 
 def test_ppo_measures_only_the_first_epoch():
     spec = SPECS["mlp"]
-    learner = PPOLearner(build_network(spec, "auto", 64), ppo_config(noise_parts_every=1))
+    learner = PPOLearner(build_network(spec, "auto", 64), ppo_config(noise_parts_every=1, noise_minibatches=0))
     batch = random_batch(spec, 16, 8)
     learner.update(batch)
-    # 4 minibatches measured in epoch 1; epochs 2-4 reuse the data and are not.
+    # --noise-minibatches 0: all 4 minibatches measured in epoch 1; epochs 2-4 reuse the data and are not.
     assert learner.noise.emas["total"].samples == 4 and learner.noise.emas["policy"].samples == 4
 
 
 def test_ppo_measuring_one_minibatch_keeps_the_horizon_in_training_observations():
-    """--noise-minibatches 1: one measured minibatch per batch, and the unmeasured minibatches' fresh rows are
+    """--noise-minibatches 1 (the default): one measured minibatch per batch, and the unmeasured minibatches' fresh rows are
     credited to the next measurement, so the average's horizon stays in observations trained on."""
     spec = SPECS["mlp"]
-    learner = PPOLearner(build_network(spec, "auto", 64), ppo_config(noise_minibatches=1, noise_parts_every=1))
+    learner = PPOLearner(build_network(spec, "auto", 64), ppo_config(noise_parts_every=1))  # the default: 1
     batch = random_batch(spec, 16, 8)  # 128 rows: minibatches of 32
     for _ in range(2):
         learner.update(batch)
