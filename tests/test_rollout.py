@@ -306,7 +306,7 @@ def test_too_many_actor_failures_stop_with_a_clear_error(ray_instance):
         pool.close()
 
 
-def test_a_replacement_that_dies_as_it_starts_is_started_again(ray_instance, capsys):
+def test_a_replacement_that_dies_as_it_starts_is_started_again(ray_instance):
     """Until Ray marks a lost node dead it may place the replacement there, where it dies at once
     (CI: a run's thread crashed with ActorDiedError). Here the first replacement is killed as it starts."""
     cfg = cartpole(n_envs=4, vector_size=2)
