@@ -1,0 +1,56 @@
+"""What an option of the default Pong PPO run costs or buys, end to end, in agent steps/s.
+
+    python benchmarks/bench_ppo_options.py [--compare noise|overlap] [--seconds 40] [--rounds 2]
+
+The default run's engine (``python -m rlscale.train pong``: 2 Ray actors, the
+learner's precision and threads as it chooses them), updates back to back,
+each variant of the compared option in turn, each row the same wall time,
+for a few rounds, so that drift on the machine hits every variant alike.
+
+* ``noise``: the noise scale measured on the first epoch's first minibatch
+  (the default, ``--noise-minibatches 1``), on all four (``0``), and not at all.
+* ``overlap``: the actors collecting the next batch while the learner trains
+  (``--overlap``, a policy lag of one update), with the default 2 actors and
+  with 1, against the default's collect-then-learn.
+
+Run it on a quiet machine; prefix ``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``
+to see a CPU without bf16 units.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from bench import rlscale_default
+
+COMPARISONS: dict[str, dict[str, dict]] = {
+    "noise": {"noise on, 1 minibatch (default)": {}, "noise on, all 4 minibatches": {"noise_minibatches": 0},
+              "noise off": {"measure_noise": False}},
+    "overlap": {"collect, then learn (default)": {}, "--overlap, 2 actors": {"overlap": True},
+                "--overlap, 1 actor": {"overlap": True, "n_actors": 1}},
+}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--compare", choices=sorted(COMPARISONS), default="noise",
+                   help="the option whose variants are timed (default: noise)")
+    p.add_argument("--seconds", type=float, default=40.0, help="wall time of each row (default: 40)")
+    p.add_argument("--rounds", type=int, default=2, help="rounds of the rows (default: 2)")
+    args = p.parse_args()
+    variants = COMPARISONS[args.compare]
+    results: dict[str, list[float]] = {name: [] for name in variants}
+    for round_ in range(args.rounds):
+        for name, overrides in variants.items():
+            rate, _ = rlscale_default("ppo", args.seconds, 8, overrides)
+            results[name].append(rate.steps_per_s)
+            print(f"round {round_ + 1}: {name:32s} {rate.steps_per_s:6.0f} agent steps/s", flush=True)
+    reference_name = "noise off" if args.compare == "noise" else next(iter(variants))
+    reference = sum(results[reference_name]) / args.rounds
+    for name, rates in results.items():
+        mean = sum(rates) / args.rounds
+        print(f"{name:32s} {mean:6.0f} agent steps/s, {mean / reference:.3f}x {reference_name}")
+
+
+if __name__ == "__main__":
+    main()
