@@ -31,6 +31,17 @@ def record(name: str, batch: str, n_envs: int, reach_at: float | None, seconds_p
     return RunRecord(Path(name), cfg, scalars, None)
 
 
+def test_adaptive_runs_that_differ_only_in_their_noise_average_or_cooldown_are_separate_variants():
+    preset = record("a", "auto", 8, 4_000, 0.01)
+    longer = record("b", "auto", 8, 4_000, 0.01)
+    longer.cfg.noise.noise_horizon, longer.cfg.control.cooldown = 200_000.0, 50_000.0
+    fixed = record("f", "fixed", 8, 4_000, 0.01)
+    assert variant_of(preset).endswith("avg 20000 cooldown 5000")
+    assert variant_of(longer).endswith("avg 200000 cooldown 50000")
+    assert variant_of(fixed) == "fixed 40 lr 0.0007"  # nothing to follow, nothing named
+    assert len({c.variant for c in cells([preset, longer], [475.0])}) == 2
+
+
 def test_median_interval_by_bootstrap():
     median, low, high = median_interval(np.array([1.0, 2.0, 3.0, 4.0, 5.0]))
     assert median == 3.0 and low == 1.0 and high == 5.0
@@ -41,9 +52,9 @@ def test_median_interval_by_bootstrap():
 def test_study_cells_group_variants_and_count_unreached_seeds():
     runs = [record(f"f{s}", "fixed", 8, 5_000 + 1_000 * s, 0.01) for s in range(5)]
     runs += [record(f"a{s}", "auto", 8, 4_000 if s < 3 else None, 0.01) for s in range(5)]
-    assert {variant_of(r) for r in runs} == {"fixed 40 lr 0.0007", "auto from 40 lr 0.0007 noise a0.5 min-gain 0.05"}
+    assert {variant_of(r) for r in runs} == {"fixed 40 lr 0.0007", "auto from 40 lr 0.0007 noise a0.5 min-gain 0.05 avg 20000 cooldown 5000"}
     table = {c.variant: c for c in cells(runs, [475.0])}
-    fixed, auto = table["fixed 40 lr 0.0007"], table["auto from 40 lr 0.0007 noise a0.5 min-gain 0.05"]
+    fixed, auto = table["fixed 40 lr 0.0007"], table["auto from 40 lr 0.0007 noise a0.5 min-gain 0.05 avg 20000 cooldown 5000"]
     # The 20-episode window is full from step 2,000 on; a jump at step s makes the mean
     # reach 475 when 19 of the last 20 episodes are 500: 18 episodes (1,800 steps) later.
     assert fixed.reached == 5 and fixed.wall[0] == pytest.approx((7_000 + 1_800) * 0.01)
@@ -196,12 +207,12 @@ def test_adaptive_runs_are_placed_against_the_fitted_front_and_its_knee():
     far = [record(f"a{s}", "auto", 16, 15_000 if s < 3 else None, 0.01) for s in range(5)]  # 2 never reach
     fit = ParetoFit(s_min=50.0, e_min=2_000.0, b_crit=40.0, b_crit_se=1.0, n_points=5, rms_log_residual=0.0)
     rows = {row["variant"]: row for row in adaptive_rows([GoalResult(475.0, [], fit, {})], near + far)}
-    critical = rows["critical from 80 lr 0.0007"]
+    critical = rows["critical from 80 lr 0.0007 avg 20000 cooldown 5000"]
     assert critical["reached"] == "5/5"
     assert critical["S / S_min"].startswith("2.50 [")  # 5,000 / 40 / 50
     assert critical["E / E_min"].startswith("2.50 [")  # 5,000 / 2,000
     assert critical["at the knee (both <= 2.5)"] == "yes"
-    slow = rows["auto from 80 lr 0.0007 noise a0.5 min-gain 0.05"]
+    slow = rows["auto from 80 lr 0.0007 noise a0.5 min-gain 0.05 avg 20000 cooldown 5000"]
     assert slow["reached"] == "3/5" and slow["S / S_min"].startswith("8.40 [")  # 16,800 / 40 / 50
     assert slow["at the knee (both <= 2.5)"] == "no"
     assert adaptive_rows([GoalResult(475.0, [], None, {})], near) == []  # no fit, no front to place them on

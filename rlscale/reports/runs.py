@@ -168,8 +168,8 @@ def optimizer_batch(run: RunRecord) -> float:
 
 
 def variant_of(run: RunRecord) -> str:
-    """'fixed 80 lr 0.0007' for a fixed optimizer batch, else the batch control with its first batch
-    and learning-rate rule ('auto from 40 lr 0.0007 noise a1')."""
+    """'fixed 80 lr 0.0007' for a fixed optimizer batch, else the batch control with its first batch,
+    learning-rate rule, noise average and cool-down ('auto from 40 lr 0.0007 noise a1 avg 20000 cooldown 5000')."""
     c, r = run.cfg.control, run.cfg.run
     lr = f"lr {run.cfg.agent.lr:g}"
     # Engine settings that can change learning: the policy lag, and bf16 forced on (learner, actors).
@@ -183,8 +183,10 @@ def variant_of(run: RunRecord) -> str:
     ratio = f" crit/{c.crit_ratio:g}" if c.crit_ratio != 1.0 else ""
     probe = " probe-cooldown" if c.batch == "auto" and c.probe_cooldown else ""
     gain = f" min-gain {c.min_gain:g}" if c.batch == "auto" and c.min_gain else ""
+    # What the controller follows and how often it may move: runs that differ only here differ in control.
+    pace = f" avg {run.cfg.noise.noise_horizon:g} cooldown {c.cooldown:g}"
     return (f"{c.batch} from {optimizer_batch(run):g} "
-            f"{lr}{rule}{ratio}{probe}{gain}{engine}")
+            f"{lr}{rule}{ratio}{probe}{gain}{pace}{engine}")
 
 
 def median_interval(values: np.ndarray, seed: int = 0) -> tuple[float, float, float]:
