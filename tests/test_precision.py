@@ -80,20 +80,23 @@ def test_bf16_units_follow_the_cpu_flags_less_onednn_cap(monkeypatch):
 
 
 def test_the_start_up_choice_holds_beside_a_busy_process_and_against_a_contrary_prior(busy_core):
-    """A quiet probe picks what the CPU's flags say; beside a busy process (the probe runs in one
-    thread) it picks the same; with the opposite prior every round disagrees, so all are taken and
-    the measurement still decides."""
+    """A quiet probe goes against the CPU's flags only after timing every round; beside a busy
+    process (the probe runs in one thread) it picks the same; with the prior opposite to what it
+    measured every round disagrees, all are taken, and the measurement still decides. The flags are a prior, not the answer: a Xeon with AVX-512 BF16 and no AMX timed
+    bf16 at 0.62x fp32's speed (docs/notebook/performance.md)."""
     if bf16_units() is None:
         pytest.skip("not an x86 CPU: no flags to read")
     model, obs = pong_minibatch()
     threads = torch.get_num_threads()
     quiet = choose_precision(model, obs, repeats=3)
-    assert quiet.precision == ("bf16" if bf16_units() else "fp32") and quiet.rounds == 1
+    # A choice against the flags only after every round; one that agrees stops re-timing at once.
+    agrees_with_flags = (quiet.precision == "bf16") == bf16_units()
+    assert agrees_with_flags or quiet.rounds == ROUNDS, quiet.describe()
     with busy_core():
         busy = choose_precision(model, obs, repeats=3)
     assert busy.precision == quiet.precision, busy.describe()
     assert torch.get_num_threads() == threads
-    contrary = choose_precision(model, obs, repeats=3, units=not bf16_units())
+    contrary = choose_precision(model, obs, repeats=3, units=quiet.precision != "bf16")
     assert contrary.rounds == ROUNDS and contrary.precision == quiet.precision
     assert f"timed {ROUNDS}x, still disagreeing" in contrary.describe()
 
