@@ -23,11 +23,14 @@ import argparse
 
 from bench import rlscale_default
 
-COMPARISONS: dict[str, dict[str, dict]] = {
-    "noise": {"noise on, 1 minibatch (default)": {}, "noise on, all 4 minibatches": {"noise_minibatches": 0},
-              "noise off": {"measure_noise": False}},
-    "overlap": {"collect, then learn (default)": {}, "--overlap, 2 actors": {"overlap": True},
-                "--overlap, 1 actor": {"overlap": True, "n_actors": 1}},
+# Per option: the row every other is divided by, and each row's settings over the default run's.
+COMPARISONS: dict[str, tuple[str, dict[str, dict]]] = {
+    "noise": ("noise off", {"noise on, 1 minibatch (default)": {},
+                            "noise on, all 4 minibatches": {"noise_minibatches": 0},
+                            "noise off": {"measure_noise": False}}),
+    "overlap": ("collect, then learn (default)", {"collect, then learn (default)": {},
+                                                  "--overlap, 2 actors": {"overlap": True},
+                                                  "--overlap, 1 actor": {"overlap": True, "n_actors": 1}}),
 }
 
 
@@ -38,14 +41,13 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=40.0, help="wall time of each row (default: 40)")
     p.add_argument("--rounds", type=int, default=2, help="rounds of the rows (default: 2)")
     args = p.parse_args()
-    variants = COMPARISONS[args.compare]
+    reference_name, variants = COMPARISONS[args.compare]
     results: dict[str, list[float]] = {name: [] for name in variants}
     for round_ in range(args.rounds):
         for name, overrides in variants.items():
             rate, _ = rlscale_default("ppo", args.seconds, 8, overrides)
             results[name].append(rate.steps_per_s)
             print(f"round {round_ + 1}: {name:32s} {rate.steps_per_s:6.0f} agent steps/s", flush=True)
-    reference_name = "noise off" if args.compare == "noise" else next(iter(variants))
     reference = sum(results[reference_name]) / args.rounds
     for name, rates in results.items():
         mean = sum(rates) / args.rounds

@@ -82,8 +82,9 @@ def test_bf16_units_follow_the_cpu_flags_less_onednn_cap(monkeypatch):
 def test_the_start_up_choice_holds_beside_a_busy_process_and_against_a_contrary_prior(busy_core):
     """A quiet probe goes against the CPU's flags only after timing every round; beside a busy
     process (the probe runs in one thread) it picks the same; with the prior opposite to what it
-    measured every round disagrees, all are taken, and the measurement still decides. The flags are a prior, not the answer: a Xeon with AVX-512 BF16 and no AMX timed
-    bf16 at 0.62x fp32's speed (docs/notebook/performance.md)."""
+    measured every round disagrees, all are taken, and the measurement still decides. The flags
+    are a prior, not the answer: a Xeon with AVX-512 BF16 and no AMX timed bf16 at 0.62x fp32's
+    speed (docs/notebook/performance.md)."""
     if bf16_units() is None:
         pytest.skip("not an x86 CPU: no flags to read")
     model, obs = pong_minibatch()
