@@ -1,4 +1,4 @@
-"""The cost model T(B) = a + b*B and the wall-time-optimal batch (DESIGN §3b) against known answers."""
+"""The cost model T(B) = a + b*B and the wall-time-optimal batch (docs/batch-control.md) against known answers."""
 
 from __future__ import annotations
 
@@ -136,6 +136,24 @@ def test_the_resize_line_names_the_signal_the_controller_follows():
             c.cost.add(batch, 0.052 + 0.00047 * batch)
     d = c.step(32, 2700.0, 160, 7e-4)
     assert "B* = sqrt(r 111 x B_PH 2,700) = 547" in d.reason
+
+
+def test_auto_holds_while_the_fitted_overhead_is_zero():
+    """Timings whose line has no overhead put B* at 0: auto holds instead of shrinking toward it."""
+    c = auto()
+    for batch in (80, 160):
+        for _ in range(5):
+            c.cost.add(batch, 0.001 * batch - 0.005)
+    assert c.cost.fit.overhead == 0.0
+    d = c.step(32, 2700.0, 1000, 7e-4)
+    assert d.n_envs == 32 and d.target_batch is None and "overhead not resolved" in d.reason
+    for _ in range(64):  # more timings at a third size resolve it: the usual B* rule again
+        c.cost.add(320, 0.05 + 0.001 * 320)
+    for batch in (80, 160):
+        for _ in range(64):
+            c.cost.add(batch, 0.05 + 0.001 * batch)
+    assert c.cost.fit.overhead > 0
+    assert c.step(32, 2700.0, 1000, 7e-4).target_batch is not None
 
 
 def test_auto_state_round_trips_the_cost_model():

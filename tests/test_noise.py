@@ -55,19 +55,41 @@ def test_estimates_are_unbiased_over_many_draws():
     assert np.mean(g < 0) > 0.05
 
 
+@pytest.mark.parametrize("clip", [0.0, 10.0])
 @pytest.mark.parametrize("sizes", [[20, 20], [10, 10, 10, 10], [5] * 8, [7, 13, 9, 11]])
-def test_b_simple_within_5_percent_and_independent_of_k(sizes):
-    """B within ~10x of the noise scale: the EMA ratio lands within 5% of the truth."""
+def test_b_simple_within_5_percent_and_independent_of_k(sizes, clip):
+    """B within ~10x of the noise scale: the EMA ratio lands within 5% of the truth, clipped or not."""
     rng = np.random.default_rng(sum(sizes) + len(sizes))
     r, s = problem(d=10, s=3.0), 3.0
     grad_sq, trace = true_noise_scale(r, s)
     truth = trace / grad_sq  # 101; batch = 40
     ema = NoiseScaleEMA(horizon=40 * 40_000)
     for x in draws(rng, r, s, sizes, 40_000):
-        ema.update(x)
+        ema.update(x, clip=clip)
     assert ema.b_simple == pytest.approx(truth, rel=0.05)
     assert ema.grad_sq == pytest.approx(grad_sq, rel=0.05)
     assert ema.trace_sigma == pytest.approx(trace, rel=0.05)
+    assert ema.clipped <= 5  # of 80,000 Gaussian estimates: the bound is for outliers only
+
+
+def test_a_clipped_average_survives_one_outlying_update_that_swings_the_plain_one():
+    """One |G|^2 estimate 10^5x the level (as Breakout runs showed) moves B_simple ~100x unclipped, < 10 % clipped."""
+    rng = np.random.default_rng(7)
+    r, s = problem(d=10, s=3.0), 3.0
+    grad_sq, trace = true_noise_scale(r, s)
+    samples = draws(rng, r, s, [10, 10, 10, 10], 3_000)
+    outlier = NoiseSample(1e5 * grad_sq, trace, 10, 40)
+    plain, clipped = NoiseScaleEMA(horizon=20_000), NoiseScaleEMA(horizon=20_000)
+    for i, x in enumerate(samples):
+        for ema, clip in ((plain, 0.0), (clipped, 10.0)):
+            ema.update(outlier if i == 2_000 else x, clip=clip)
+        if i == 2_000:
+            before_plain, before_clipped = plain.b_simple, clipped.b_simple
+    assert clipped.clipped >= 1
+    # Right after it: the plain average reads ~1/20 of the truth or less, the clipped one within 10 %.
+    truth = trace / grad_sq
+    assert before_plain is None or before_plain < truth / 20
+    assert before_clipped == pytest.approx(truth, rel=0.1)
 
 
 def test_equal_groups_reduce_to_paper_formula():

@@ -7,7 +7,7 @@ size-weighted mean G = sum_r (n_r / N) g_r, formed by one all-reduce
 (torch.distributed; gloo on CPU, NCCL on GPU) before clipping and the
 optimizer step, so every replica takes the same step.
 
-The noise scale then comes for free (paper §2.2, DESIGN §2): the local
+The noise scale then comes for free (paper §2.2, docs/noise-scale.md): the local
 squared norms |g_r|^2 with B_small = n_r and the all-reduced |G|^2 with
 B_big = N are exactly the estimator's env groups — whole environments each,
 unequal sizes handled as for one learner — with no extra backward pass. With

@@ -2,7 +2,7 @@
 
 The batch is split into k groups of whole environments (groups are
 independent even though steps within one trajectory are not). The gradient of
-each group's mean loss, g_j, is what the noise estimator needs (DESIGN §2):
+each group's mean loss, g_j, is what the noise estimator needs (docs/noise-scale.md):
 the squared norms |g_j|^2 and that of their size-weighted mean, which is
 exactly the gradient of the batch's mean loss and so is also the update.
 

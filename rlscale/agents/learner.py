@@ -59,7 +59,7 @@ class Learner:
         self.route = GradientRoute.for_model(self.model, self.device, cfg.run.learner_chunk_rows)
         a = cfg.agent
         self.optimizer = make_optimizer(a.optimizer, self.params, a.lr, a.rms_alpha, a.optim_eps)
-        self.noise = NoiseMeter(cfg.noise.noise_horizon)
+        self.noise = NoiseMeter(cfg.noise.noise_horizon, clip=cfg.noise.noise_clip)
         self.updates = 0  # optimizer steps taken
         self.batches = 0  # update() calls, the cadence of the metrics' measurement
         self.skipped_updates = 0

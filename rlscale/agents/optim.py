@@ -1,7 +1,7 @@
 """Optimizers, including RMSprop in the form TensorFlow 1 and Baselines' A2C used.
 
 torch.optim.RMSprop starts the running mean square at 0 and adds eps outside
-the square root; with lr 7e-4 its first A2C step on Pong is huge (DESIGN §7:
+the square root; with lr 7e-4 its first A2C step on Pong is huge (docs/ARCHITECTURE.md:
 gradient norm 0.73 -> 788 after one update). TF's RMSProp starts the mean
 square at 1 and puts eps inside the root. Stable-Baselines3 ships the same
 fix as ``RMSpropTFLike``.

@@ -9,9 +9,10 @@ number of minibatches for PPO.
 * critical: target batch = B_crit (train at the critical batch size).
 * sqrt:     target batch = sqrt(r * B_crit) (eq. D.6), r in examples per step.
 * auto:     target batch = B* = sqrt((a/b) * B_crit), the wall-time optimum of the
-            measured cost model T(B) = a + b*B (``rlscale.control.cost``, DESIGN §3b). Until
+            measured cost model T(B) = a + b*B (``rlscale.control.cost``, docs/batch-control.md). Until
             the model is identified (two batch sizes timed), one probe resize by the
-            largest allowed factor gives it a second size. It resizes only when the
+            largest allowed factor gives it a second size; while its fitted overhead
+            is 0 (B* = 0) it holds. It resizes only when the
             model predicts B* at least ``min_gain`` faster per unit of progress than the
             current batch: near B* the time is flat and a resize is not free.
 * replay:   the environments and learning rate a recorded run took at each agent step
@@ -102,6 +103,11 @@ class BatchController:
         fit = self.cost.fit
         if self.cfg.batch == "auto" and fit is None:
             return self._probe(n_envs, noise_scale, current, lr)
+        if self.cfg.batch == "auto" and fit.overhead <= 0:
+            # B* = 0: the line through a few noisy median update times, not a machine whose updates cost
+            # nothing each; 33 of 734 resizes on MinAtar were taken on such fits (docs/results.md). Hold until
+            # more timings resolve the overhead.
+            return Decision(n_envs, lr, None, "cost model: per-update overhead not resolved (a = 0), holding")
         critical = self.critical_batch(noise_scale)
         gain = 0.0
         if self.cfg.batch == "auto":

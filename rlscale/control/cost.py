@@ -1,4 +1,4 @@
-"""What a batch costs on this machine: T(B) = a + b*B, fitted online (DESIGN §3b). Pure math.
+"""What a batch costs on this machine: T(B) = a + b*B, fitted online (docs/batch-control.md). Pure math.
 
 a: seconds of per-update overhead (weight broadcast, the actors' round trip,
 Python, the learner's fixed cost); b: seconds per observation across rollout
@@ -86,9 +86,9 @@ class CostModel:
     def fit(self) -> Fit | None:
         """The weighted least-squares line through the medians; None until identified.
 
-        A fitted overhead below zero is read as none (a = 0: bigger batches cost no
-        more per observation, so the model asks for the smallest batch); a slope at
-        or below zero as one observation costing a millionth of the overhead.
+        A fitted overhead below zero is read as none (a = 0 puts B* at 0: the
+        controller holds on such a fit rather than shrink); a slope at or below zero
+        as one observation costing a millionth of the overhead.
         """
         pts = self.points()
         if len(pts) < 2 or max(p[0] for p in pts) < self.min_spread * min(p[0] for p in pts):

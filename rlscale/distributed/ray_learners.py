@@ -160,7 +160,7 @@ class LearnerGroup:
                             f"(a GPU each: {gpu}); check the cluster's free resources") from None
         self.device = torch.device("cuda" if gpu else "cpu")
         self.backend = "nccl" if gpu else "gloo"
-        self.noise = NoiseMeter(cfg.noise.noise_horizon)
+        self.noise = NoiseMeter(cfg.noise.noise_horizon, clip=cfg.noise.noise_clip)
         self.updates = 0
         self.skipped_in_a_row = 0
 

@@ -413,7 +413,7 @@ class RLlibEngine:
         except Exception as err:  # noqa: BLE001 - any failure becomes one line for the user
             raise UserError(f"cannot create {cfg.env.env_id} for RLlib: {err}") from None
         self.cfg = cfg
-        self.noise = NoiseMeter(cfg.noise.noise_horizon, parts=("total",))
+        self.noise = NoiseMeter(cfg.noise.noise_horizon, parts=("total",), clip=cfg.noise.noise_clip)
         self._optimizer_steps = 0
         # One torch thread in the driver: RLlib's small-batch train() ran much faster so.
         torch.set_num_threads(cfg.run.learner_threads or 1)

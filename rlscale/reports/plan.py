@@ -2,7 +2,7 @@
 
 Reads the run's noise-scale trajectory and cost model, replays its progress to
 the goal at the wall-time-optimal batch of each cluster size (rlscale/scaling.py,
-DESIGN §3b), and prints per cluster the batch schedule, the wall time and the
+docs/scaling.md), and prints per cluster the batch schedule, the wall time and the
 core-hours to the goal, and the size past which more nodes stop paying; a PNG
 shows the same. The model's own check comes first: the run replayed on its own
 machine at its own batches, next to the wall time it measured.

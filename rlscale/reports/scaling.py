@@ -1,6 +1,6 @@
 """What a measured run would take on a bigger cluster: the planner's math. Pure.
 
-A run gives two things that carry over to other hardware (DESIGN §3b):
+A run gives two things that carry over to other hardware (docs/scaling.md):
 
 * its noise-scale trajectory: each of its optimizer steps, at optimizer batch B
   and noise scale Bn, made 1/(1 + Bn/B) of a full-batch step of progress
