@@ -60,6 +60,7 @@ def test_a_config_saved_before_a_field_existed_loads_with_the_behaviour_it_ran(t
     ({"noise_groups": 32}, "--noise-groups (32) exceeds"),
     ({"gamma": 1.5}, "--gamma must lie in [0, 1]"),
     ({"min_gain": -0.1}, "--min-gain must be zero or positive"),
+    ({"noise_clip": 0.5}, "--noise-clip must be 0 (off) or above 1"),
     ({"batch": "critical", "n_envs": 512}, "outside [--min-envs"),
 ])
 def test_impossible_numbers(overrides, message):

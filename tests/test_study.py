@@ -42,6 +42,27 @@ def test_adaptive_runs_that_differ_only_in_their_noise_average_or_cooldown_are_s
     assert len({c.variant for c in cells([preset, longer], [475.0])}) == 2
 
 
+def test_a_clipped_noise_average_names_its_own_variant():
+    plain, clipped = record("a", "auto", 8, 4_000, 0.01), record("b", "auto", 8, 4_000, 0.01)
+    clipped.cfg.noise.noise_clip = 10.0
+    assert variant_of(clipped) == variant_of(plain) + " clip 10"
+
+
+def test_the_verdict_compares_with_the_start_only_where_that_fixed_batch_ran(capsys):
+    """A study holding only the best fixed batch (40) says nothing of an auto run's start (80), no 'nan x'."""
+    from rlscale.reports.study import print_verdict
+
+    runs = [record(f"f{s}", "fixed", 8, 5_000, 0.01) for s in range(3)]
+    runs += [record(f"a{s}", "auto", 16, 4_000, 0.01) for s in range(3)]
+    runs += [record(f"b{s}", "auto", 8, 4_000, 0.01) for s in range(3)]
+    print_verdict(runs, cells(runs, [475.0]))
+    out = capsys.readouterr().out
+    from_80 = next(line for line in out.splitlines() if "auto from 80" in line)
+    from_40 = next(line for line in out.splitlines() if "auto from 40" in line)
+    assert "the speed of" not in from_80 and "0.85x the time of the best fixed" in from_80
+    assert "1.17x the speed of fixed 40 lr 0.0007" in from_40
+
+
 def test_median_interval_by_bootstrap():
     median, low, high = median_interval(np.array([1.0, 2.0, 3.0, 4.0, 5.0]))
     assert median == 3.0 and low == 1.0 and high == 5.0

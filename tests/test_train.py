@@ -241,11 +241,13 @@ def test_closed_loop_cartpole_resizes_toward_the_noise_scale(tmp_path, capsys):
     run_dir = tmp_path / "adaptive"
     code = main(["cartpole", "--n-actors", "2", "--batch", "critical", "--n-envs", "8",
                  "--min-envs", "4", "--max-envs", "64", "--cooldown", "2000", "--noise-parts-every", "1",
-                 "--curvature-every", "16", "--total-frames", "16000", "--run-dir", str(run_dir)])
+                 "--curvature-every", "16", "--noise-clip", "10", "--total-frames", "16000",
+                 "--run-dir", str(run_dir)])
     assert code == 0
     events = scalars(run_dir)
-    # Every estimator's tags: B_simple per part, B_P, B_noise and B_PH with their quadratics, eps_max, their cost.
-    assert {"noise/b_simple_total", "noise/b_simple_policy", "noise/b_simple_value", "noise/b_precond",
+    # Every estimator's tags: B_simple per part, B_P, B_noise and B_PH with their quadratics, eps_max, their cost;
+    # and the count of estimates the clip bounded.
+    assert {"noise/clipped_total", "noise/b_simple_total", "noise/b_simple_policy", "noise/b_simple_value", "noise/b_precond",
             "noise/gpg", "noise/trace_p_sigma", "noise/b_noise", "noise/ghg", "noise/trace_h_sigma",
             "noise/b_precond_hessian", "noise/gphpg", "noise/trace_php_sigma",
             "noise/eps_max", "perf/curvature_seconds"} <= set(events.Tags()["scalars"])
