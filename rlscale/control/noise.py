@@ -168,7 +168,8 @@ class NoiseScaleEMA:
 
     @classmethod
     def from_state_dict(cls, state: dict[str, float]) -> NoiseScaleEMA:
-        # Checkpoints from before the clip lack its scale: it restarts from the bias-corrected averages.
+        # Checkpoints from before the clip lack its scale: it starts from the magnitudes of the averages
+        # themselves (same weighting), which can read low where single estimates are mostly noise.
         state = dict(state)
         if "grad_sq_abs_avg" not in state:
             state["grad_sq_abs_avg"] = abs(state["grad_sq_avg"])

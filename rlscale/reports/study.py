@@ -123,11 +123,13 @@ def print_verdict(runs: list[RunRecord], table: list[Cell]) -> None:
         start = f"fixed {words[2]} lr {words[4]}"
         base = next((c for c in fixed if c.variant == start), None)
         predicted = [p for p in (predicted_speedup(r) for r in adaptive if variant_of(r) == variant) if p]
-        realised = base.wall[0] / own.wall[0] if base and math.isfinite(own.wall[0]) else math.nan
         model = (f"; cost model's predicted speed-up {format_number(np.median(predicted), '.2f')}x "
                  f"(time-weighted over each run, median of {len(predicted)})") if predicted else ""
         # Against its own start only where that fixed batch ran: a study may hold only the best one.
-        against_start = f"{format_number(realised, '.2f')}x the speed of {start}; " if base else ""
+        against_start = ""
+        if base:
+            realised = base.wall[0] / own.wall[0] if math.isfinite(own.wall[0]) else math.nan
+            against_start = f"{format_number(realised, '.2f')}x the speed of {start}; "
         print(f"  {variant}: median wall {format_interval(own.wall, 60, ',.2f')} min; {against_start}"
               f"{format_number(own.wall[0] / best.wall[0], '.2f')}x the time of the best fixed" + model)
 
