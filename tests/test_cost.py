@@ -79,12 +79,12 @@ def test_degenerate_fits_stay_usable():
     for batch in (80, 160):
         for _ in range(5):
             flat.add(batch, 0.1)
-    assert flat.fit.per_observation > 0 and flat.fit.exchange_rate > 1e5
+    assert flat.fit.per_observation > 0 and flat.fit.exchange_rate > 1e5 and flat.fit.unresolved == "no slope"
     proportional = CostModel()  # no overhead at all: the smallest batch wins
     for batch in (80, 160):
         for _ in range(5):
             proportional.add(batch, 0.001 * batch - 0.005)
-    assert proportional.fit.overhead == 0.0
+    assert proportional.fit.overhead == 0.0 and proportional.fit.unresolved == "no overhead"
     assert optimal_batch(proportional.fit, 500) == 0.0  # the controller's bounds take it from there
     assert predicted_speedup(proportional.fit, 80, 500) == pytest.approx((1 + 500 / 80) / (500 / 80))
 
@@ -146,7 +146,7 @@ def test_auto_holds_while_the_fitted_overhead_is_zero():
             c.cost.add(batch, 0.001 * batch - 0.005)
     assert c.cost.fit.overhead == 0.0
     d = c.step(32, 2700.0, 1000, 7e-4)
-    assert d.n_envs == 32 and d.target_batch is None and "overhead not resolved" in d.reason
+    assert d.n_envs == 32 and d.target_batch is None and "overhead (a = 0) not resolved" in d.reason
     for _ in range(64):  # more timings at a third size resolve it: the usual B* rule again
         c.cost.add(320, 0.05 + 0.001 * 320)
     for batch in (80, 160):
@@ -154,6 +154,22 @@ def test_auto_holds_while_the_fitted_overhead_is_zero():
             c.cost.add(batch, 0.05 + 0.001 * batch)
     assert c.cost.fit.overhead > 0
     assert c.step(32, 2700.0, 1000, 7e-4).target_batch is not None
+
+
+def test_auto_holds_while_time_does_not_grow_with_the_batch():
+    """A line with no slope puts B* at r = 10^6 (a SpaceInvaders run grew to its largest batch on one):
+    auto holds until the timings show the cost per observation."""
+    c = auto()
+    for batch in (80, 160):
+        for _ in range(5):
+            c.cost.add(batch, 0.1 - 0.0001 * batch)  # the larger batch timed faster: noise, not the machine
+    assert c.cost.fit.unresolved == "no slope" and c.cost.fit.exchange_rate > 1e5
+    d = c.step(32, 2700.0, 1000, 7e-4)
+    assert d.n_envs == 32 and d.target_batch is None and "per-observation cost" in d.reason
+    for batch in (80, 160):  # a full window of timings that grow with the batch resolves it
+        for _ in range(64):
+            c.cost.add(batch, 0.05 + 0.001 * batch)
+    assert c.cost.fit.unresolved == "" and c.step(32, 2700.0, 1000, 7e-4).target_batch is not None
 
 
 def test_auto_state_round_trips_the_cost_model():

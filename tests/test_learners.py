@@ -219,17 +219,13 @@ def test_cartpole_learns_with_two_learners_and_resumes_without_gaps(tmp_path, ca
 
 
 def test_bad_learner_counts_are_one_line_errors():
+    from tests.conftest import run_in_process
+
     cases = {("--learners", "0"): "--learners must be positive",
              ("--learners", "2", "--serial"): "drop --serial",
              ("--learners", "16"): "exceeds the 8 environments"}
     for flags, message in cases.items():
-        result = _train_cli(["cartpole", *flags])
+        result = run_in_process(["rlscale.train", "cartpole", *flags])  # the command's own main(argv)
         assert result.returncode == 2, result.stderr
         assert message in result.stderr and "Traceback" not in result.stderr
-
-
-def _train_cli(args):
-    from tests.conftest import run_command
-
-    return run_command(["rlscale.train", *args], timeout=60)
 

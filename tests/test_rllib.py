@@ -12,7 +12,7 @@ from rlscale.config import build_config
 from rlscale.errors import UserError
 from rlscale.integrations import rllib as integration
 from rlscale.training.checkpoint import list_checkpoints
-from tests.conftest import interrupt_when, run_command, train_subprocess
+from tests.conftest import interrupt_when, run_command, run_in_process, train_subprocess
 from tests.floats import largest, sum_tolerance
 
 try:
@@ -181,7 +181,7 @@ def test_auto_batch_control_on_the_rllib_engine_probes_and_identifies_its_cost_m
 
 
 def test_rllib_backend_bad_input_is_one_line():
-    result = run_command(["rlscale.train", "cartpole", "--backend", "rllib", "--agent", "a2c"], timeout=120)
+    result = run_in_process(["rlscale.train", "cartpole", "--backend", "rllib", "--agent", "a2c"])
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "error: --backend rllib runs PPO only: add --agent ppo (or leave --agent out)"]

@@ -12,7 +12,7 @@ number of minibatches for PPO.
             measured cost model T(B) = a + b*B (``rlscale.control.cost``, docs/batch-control.md). Until
             the model is identified (two batch sizes timed), one probe resize by the
             largest allowed factor gives it a second size; while its fitted overhead
-            is 0 (B* = 0) it holds. It resizes only when the
+            is 0 (B* = 0) or its slope is not positive (B* unbounded) it holds. It resizes only when the
             model predicts B* at least ``min_gain`` faster per unit of progress than the
             current batch: near B* the time is flat and a resize is not free.
 * replay:   the environments and learning rate a recorded run took at each agent step
@@ -103,11 +103,14 @@ class BatchController:
         fit = self.cost.fit
         if self.cfg.batch == "auto" and fit is None:
             return self._probe(n_envs, noise_scale, current, lr)
-        if self.cfg.batch == "auto" and fit.overhead <= 0:
-            # B* = 0: the line through a few noisy median update times, not a machine whose updates cost
-            # nothing each; 33 of 734 resizes on MinAtar were taken on such fits (docs/results.md). Hold until
-            # more timings resolve the overhead.
-            return Decision(n_envs, lr, None, "cost model: per-update overhead not resolved (a = 0), holding")
+        if self.cfg.batch == "auto" and fit.unresolved:
+            # B* = 0 (no overhead) or unbounded (no slope): the line through a few noisy median update
+            # times, not the machine. On MinAtar 33 of 734 resizes were taken on a = 0 fits, and one run's
+            # r = 10^6 fit took it to 1,280 observations aiming at 18,560 (docs/results.md). Hold until
+            # more timings resolve the line.
+            what = "per-update overhead (a = 0)" if fit.unresolved == "no overhead" else \
+                "per-observation cost (time did not grow with the batch)"
+            return Decision(n_envs, lr, None, f"cost model: {what} not resolved, holding")
         critical = self.critical_batch(noise_scale)
         gain = 0.0
         if self.cfg.batch == "auto":

@@ -27,6 +27,10 @@ from dataclasses import dataclass, field
 class Fit:
     overhead: float  # a, seconds per update
     per_observation: float  # b, seconds per observation
+    # Why the line through the timings says nothing about the machine: "" when it does; "no overhead"
+    # when its intercept fell at or below 0 (B* = 0); "no slope" when time did not grow with the
+    # batch (B* unbounded). Either comes from a few noisy medians, not from a machine.
+    unresolved: str = ""
 
     @property
     def exchange_rate(self) -> float:
@@ -86,9 +90,10 @@ class CostModel:
     def fit(self) -> Fit | None:
         """The weighted least-squares line through the medians; None until identified.
 
-        A fitted overhead below zero is read as none (a = 0 puts B* at 0: the
-        controller holds on such a fit rather than shrink); a slope at or below zero
-        as one observation costing a millionth of the overhead.
+        A fitted overhead below zero is read as none (a = 0 puts B* at 0); a slope at
+        or below zero as one observation costing a millionth of the overhead (r = 10^6).
+        Both are marked ``unresolved``: the controller holds on such a fit rather than
+        move toward a B* the timings' noise put there.
         """
         pts = self.points()
         if len(pts) < 2 or max(p[0] for p in pts) < self.min_spread * min(p[0] for p in pts):
@@ -102,8 +107,10 @@ class CostModel:
         slope = sxy / sxx
         overhead = my - slope * mx
         if slope <= 0:
-            return Fit(max(overhead, my), max(overhead, my) * 1e-6)
-        return Fit(max(overhead, 0.0), slope)
+            return Fit(max(overhead, my), max(overhead, my) * 1e-6, unresolved="no slope")
+        if overhead <= 0:
+            return Fit(0.0, slope, unresolved="no overhead")
+        return Fit(overhead, slope)
 
     def state_dict(self) -> dict[str, list]:
         return {"timings": [[b, list(t)] for b, t in self.timings.items()]}
