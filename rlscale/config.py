@@ -103,8 +103,8 @@ class NoiseConfig:
     measure_noise: bool = opt(True, "measure the gradient noise scale every update")
     noise_groups: int = opt(4, "k: groups of whole environments the batch gradient is split into")
     noise_horizon: float = opt(100_000, "EMA horizon of the noise estimates, in observations")
-    # Off by default; the MinAtar presets set 10, which their study chose (docs/results.md) and which
-    # leaves Gaussian noise's averages within 5 % of the truth (tests/test_noise.py).
+    # Off by default and in every preset: 10 leaves Gaussian noise's averages within 5 % of the truth
+    # (tests/test_noise.py); auto on MinAtar was faster with it on one seed set, not on the next (docs/results.md).
     noise_clip: float = opt(0.0, "bound each update's |G|^2 and tr(Sigma) estimates at this multiple of the "
                             "running average of their absolute values before they enter the noise average, "
                             "so a single outlying update cannot swing it (0 = off)")
