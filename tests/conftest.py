@@ -13,6 +13,54 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# Modules that start no Ray and time nothing: math, configs, reports, and commands run serially
+# (``--serial``) or on bad input. With pytest-xdist (``-n 2`` in pyproject.toml) they run on a
+# second worker beside one queue that holds every other test, one after another in one process, as
+# a plain ``pytest`` runs them: the autoscaling test's ``ray stop --force`` stops every Ray on the
+# machine, the cluster tests connect to "the" cluster of this machine, and the precision and
+# priority tests time the machine. An allow-list, so a new module joins that queue until it is
+# added here.
+RAY_FREE_MODULES = frozenset({
+    "test_cli", "test_config", "test_control", "test_cost", "test_docs", "test_evaluate",
+    "test_learner", "test_metrics", "test_noise", "test_optim", "test_pareto_fit", "test_plan",
+    "test_plot", "test_study", "test_threads",
+})
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit pytest-xdist gives one worker: a Ray-free module, or the one machine queue."""
+    path = nodeid.split("::", 1)[0]
+    return path if Path(path).stem in RAY_FREE_MODULES else "machine"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    # xdist's own grouping (--dist loadgroup) renames test ids, which pytest >= 9.2 no longer lets it
+    # do; its scope scheduler with our split is the same thing without the renaming.
+    from xdist.scheduler import LoadScopeScheduling
+
+    class MachineQueue(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+        def _reschedule(self, node) -> None:
+            # The machine queue is the suite's longest path: its worker takes nothing else until it
+            # is through (the Ray-free tests go to the other worker, niced by ray_free_niced).
+            work = self.assigned_work.get(node, {})
+            if self.workqueue and "machine" in work and self._pending_of(work) > 0:
+                return
+            super()._reschedule(node)
+
+    return MachineQueue(config, log)
+
+
+@pytest.fixture(autouse=True)
+def ray_free_niced(request: pytest.FixtureRequest) -> None:
+    """A pytest-xdist worker that runs Ray-free tests beside the machine queue gives way to it (nice 10,
+    children included): run at the same priority, it slowed the cluster tests by a third."""
+    if "PYTEST_XDIST_WORKER" in os.environ and work_unit(request.node.nodeid) != "machine" and os.nice(0) == 0:
+        os.nice(10)
+
 
 @pytest.fixture(scope="module")
 def ray_instance():
@@ -83,7 +131,14 @@ def train_subprocess(args: list[str], stdout: Path | None = None) -> subprocess.
     with contextlib.ExitStack() as files:  # the child has its own copy of the file's descriptor
         out = subprocess.PIPE if stdout is None else files.enter_context(stdout.open("w"))
         return subprocess.Popen([sys.executable, "-m", "rlscale.train", *args], cwd=ROOT, env=env,
-                                stdout=out, stderr=subprocess.PIPE, text=True)
+                                stdout=out, stderr=subprocess.PIPE, text=True, preexec_fn=_interruptible)
+
+
+def _interruptible() -> None:
+    """Ctrl-C's default in the child: pytest-xdist's workers ignore SIGINT, and a child inherits that."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def interrupt_when(proc: subprocess.Popen, ready, timeout: float, settle: float = 0.0) -> str:

@@ -47,6 +47,32 @@ def test_one_batch_size_does_not_identify_the_model():
     assert model.fit is not None
 
 
+def test_the_fit_rests_on_the_range_a_run_visited_not_on_its_last_resizes():
+    """Runs that probed 80 and 640, then settled near 300 with small resizes: the line keeps the far
+    sizes, so ~10 % noise on the nearby ones does not swing r = a/b (it did with four sizes kept)."""
+    a, b = 0.010, 0.0001  # r = 100
+
+    def swing(model: CostModel, seed: int) -> tuple[float, float]:
+        """max/min of the fitted r over the settled part of one run, and its last value."""
+        rng = np.random.default_rng(seed)
+        rates = []
+        for batch in (80, 640, 260, 290, 320, 350, 290, 260, 320, 350, 290, 320):
+            for _ in range(10):
+                model.add(batch, (a + b * batch) * rng.lognormal(0.0, 0.1))
+            if batch not in (80, 640):
+                fit = model.fit
+                rates.append(fit.exchange_rate if fit and not fit.unresolved else math.nan)
+        if not all(r > 0 for r in rates):  # unidentified or unresolved on the way
+            return math.inf, math.nan
+        return max(rates) / min(rates), rates[-1]
+
+    kept, last = zip(*(swing(CostModel(), seed) for seed in range(10)), strict=True)
+    assert max(kept) < 1.3, kept
+    assert all(50 < r < 200 for r in last), last  # and near the machine's r = 100
+    narrow = [swing(CostModel(sizes_kept=4), seed)[0] for seed in range(10)]
+    assert np.median(narrow) > 2 * np.median(kept), narrow
+
+
 def test_the_model_follows_a_machine_that_changes():
     """Only the most recently seen sizes are fitted: a cluster that gained nodes replaces old timings."""
     model = CostModel(sizes_kept=2)

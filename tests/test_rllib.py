@@ -12,7 +12,7 @@ from rlscale.config import build_config
 from rlscale.errors import UserError
 from rlscale.integrations import rllib as integration
 from rlscale.training.checkpoint import list_checkpoints
-from tests.conftest import interrupt_when, run_command, run_in_process, train_subprocess
+from tests.conftest import interrupt_when, run_in_process, train_subprocess
 from tests.floats import largest, sum_tolerance
 
 try:
@@ -123,7 +123,7 @@ def test_first_epoch_minibatches_are_shuffled_so_env_groups_are_balanced():
 
 # The two closed-loop runs go through ``main`` in this process, on one Ray for both (as
 # tests/test_train.py's): a ``python -m`` each cost ~10 s more in imports and Ray start-up.
-# The command line itself is exercised below (bad input, and the interrupted run's resume).
+# The command line itself is exercised below (the interrupted run).
 @pytest.mark.timeout(600)
 def test_closed_loop_rllib_run_writes_native_tags_and_changes_its_env_count(ray_instance, tmp_path, capsys):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -188,8 +188,12 @@ def test_rllib_backend_bad_input_is_one_line():
 
 
 @pytest.mark.timeout(600)
-def test_interrupted_rllib_run_resumes_without_gaps_or_duplicates(tmp_path):
+def test_interrupted_rllib_run_resumes_without_gaps_or_duplicates(ray_instance, tmp_path, capsys):
+    """Interrupted as a user would interrupt ``python -m rlscale.train``; resumed through ``main`` on
+    the module's Ray (a second interpreter and Ray start-up cost ~10 s)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from rlscale.train import main
 
     run_dir = tmp_path / "run"
     proc = train_subprocess(["cartpole", "--backend", "rllib", "--n-actors", "1", "--n-envs", "4",
@@ -199,9 +203,8 @@ def test_interrupted_rllib_run_resumes_without_gaps_or_duplicates(tmp_path):
     assert "resume with: python -m rlscale.train --resume" in err
     before = json.loads((run_dir / "summary.json").read_text())
     assert 0 < before["agent_steps"] < 4000 and not before["finished"]
-    result = run_command(["rlscale.train", "--resume", str(run_dir)], timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert f"resuming from {before['agent_steps']:,} agent steps" in result.stdout
+    assert main(["--resume", str(run_dir)]) == 0
+    assert f"resuming from {before['agent_steps']:,} agent steps" in capsys.readouterr().out
     after = json.loads((run_dir / "summary.json").read_text())
     assert after["finished"] and after["agent_steps"] >= 4000
     assert after["episodes"] > before["episodes"]

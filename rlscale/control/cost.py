@@ -10,9 +10,12 @@ eq. D.6 with the exchange rate r = a/b measured instead of guessed.
 a and b cannot be told apart from updates at one batch size. The model keeps
 the median time of the recent updates at each batch size it has seen (a
 median, because a few updates stall: garbage collection, a neighbour on the
-core) and fits a line through the most recently seen sizes, so it follows a
-machine or cluster whose speed changes; it is identified once two sizes at
-least ``min_spread`` apart have enough timings each.
+core) and fits a line through the sixteen most recently seen sizes: wide
+enough that the line rests on the whole range a run has visited, not on the
+few nearby sizes of its last resizes, and still dropping sizes a run left
+long ago, so it follows a machine or cluster whose speed changes. It is
+identified once two sizes at least ``min_spread`` apart have enough timings
+each.
 """
 
 from __future__ import annotations
@@ -68,7 +71,10 @@ class CostModel:
 
     window: int = 64  # timings kept per batch size (the median is taken over these)
     min_samples: int = 5  # timings a batch size needs before it enters the fit
-    sizes_kept: int = 4  # the most recently seen batch sizes the fit uses
+    # The most recently seen batch sizes the fit uses. Four made r = a/b swing 4.3x within a run (10th
+    # to 90th percentile, median over 60 MinAtar auto runs' update times replayed through the model),
+    # sixteen 1.7x, every size seen 1.5x (docs/notebook/results.md, 2026-11-26).
+    sizes_kept: int = 16
     min_spread: float = 1.25  # identified once the largest fitted size is this factor above the smallest
     timings: OrderedDict[float, deque[float]] = field(default_factory=OrderedDict)
 
