@@ -182,20 +182,34 @@ def test_auto_holds_while_the_fitted_overhead_is_zero():
     assert c.step(32, 2700.0, 1000, 7e-4).target_batch is not None
 
 
-def test_auto_holds_while_time_does_not_grow_with_the_batch():
-    """A line with no slope puts B* at r = 10^6 (a SpaceInvaders run grew to its largest batch on one):
-    auto holds until the timings show the cost per observation."""
+def test_auto_times_a_larger_batch_while_time_does_not_grow_with_the_batch():
+    """A line with no slope puts B* at r = 10^6: auto neither jumps there (a SpaceInvaders run grew to
+    its largest batch on one) nor holds, but times one size up, and then follows the resolved line."""
     c = auto()
-    for batch in (80, 160):
+    for batch in (80, 120):
         for _ in range(5):
-            c.cost.add(batch, 0.1 - 0.0001 * batch)  # the larger batch timed faster: noise, not the machine
+            c.cost.add(batch, 0.1 - 0.0001 * batch)  # the larger batch timed faster
     assert c.cost.fit.unresolved == "no slope" and c.cost.fit.exchange_rate > 1e5
+    current = 32 * c.observations_per_env  # 160
+    d = c.step(32, 2700.0, 1000, 7e-4)  # the current batch has no timings yet: it is timed first
+    assert d.n_envs == 32 and "timing this one" in d.reason
+    for _ in range(5):
+        c.cost.add(current, 0.1 - 0.0001 * current)
+    c.observations_since_resize = c.cfg.cooldown
     d = c.step(32, 2700.0, 1000, 7e-4)
-    assert d.n_envs == 32 and d.target_batch is None and "per-observation cost" in d.reason
-    for batch in (80, 160):  # a full window of timings that grow with the batch resolves it
+    assert d.n_envs == 32 * c.cfg.max_resize_factor and d.reason.startswith(
+        "grow: probe: the time did not grow with the batch; timing a larger one")
+    for batch in (80, 120, current):  # timings that grow with the batch resolve it: the B* rule again
         for _ in range(64):
             c.cost.add(batch, 0.05 + 0.001 * batch)
-    assert c.cost.fit.unresolved == "" and c.step(32, 2700.0, 1000, 7e-4).target_batch is not None
+    assert c.cost.fit.unresolved == "" and c.step(64, 2700.0, 1000, 7e-4).target_batch is not None
+    # At --max-envs there is no larger batch to time: it stays.
+    at_max = auto()
+    for batch in (80, 160, at_max.cfg.max_envs * at_max.observations_per_env):
+        for _ in range(5):
+            at_max.cost.add(batch, 0.1)
+    at_max.observations_since_resize = at_max.cfg.cooldown
+    assert at_max.step(at_max.cfg.max_envs, 2700.0, 1000, 7e-4).n_envs == at_max.cfg.max_envs
 
 
 def test_auto_state_round_trips_the_cost_model():

@@ -281,7 +281,9 @@ def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):
     assert code == 0
     out = capsys.readouterr().out
     assert "resize 8 -> 16 envs (grow: probe: timing a second batch size for the cost model" in out
-    assert "B* = sqrt(r " in out and " / 2) = " in out  # a resize toward the model's optimum followed
+    # Then a move the cost model chose: toward B*, or, where the time did not grow with the batch (on some
+    # machines Ray's round trip hides CartPole's per-observation cost at 40-80 observations), one size up.
+    assert ("B* = sqrt(r " in out and " / 2) = " in out) or "the time did not grow with the batch; timing a larger" in out
     events = scalars(run_dir)
     tags = set(events.Tags()["scalars"])
     assert {"perf/overhead_seconds", "perf/seconds_per_observation", "batch/exchange_rate",

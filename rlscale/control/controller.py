@@ -103,14 +103,12 @@ class BatchController:
         fit = self.cost.fit
         if self.cfg.batch == "auto" and fit is None:
             return self._probe(n_envs, noise_scale, current, lr)
+        if self.cfg.batch == "auto" and fit.unresolved == "no overhead":
+            # B* = 0: the line through a few noisy median update times, not the machine (on MinAtar 33
+            # of 734 resizes were taken on such fits, docs/results.md). Hold until more timings resolve it.
+            return Decision(n_envs, lr, None, "cost model: per-update overhead (a = 0) not resolved, holding")
         if self.cfg.batch == "auto" and fit.unresolved:
-            # B* = 0 (no overhead) or unbounded (no slope): the line through a few noisy median update
-            # times, not the machine. On MinAtar 33 of 734 resizes were taken on a = 0 fits, and one run's
-            # r = 10^6 fit took it to 1,280 observations aiming at 18,560 (docs/results.md). Hold until
-            # more timings resolve the line.
-            what = "per-update overhead (a = 0)" if fit.unresolved == "no overhead" else \
-                "per-observation cost (time did not grow with the batch)"
-            return Decision(n_envs, lr, None, f"cost model: {what} not resolved, holding")
+            return self._probe_larger(n_envs, noise_scale, current, lr)
         critical = self.critical_batch(noise_scale)
         gain = 0.0
         if self.cfg.batch == "auto":
@@ -148,6 +146,19 @@ class BatchController:
                                        "probe: timing a second batch size for the cost model")
         self.probed = decision.n_envs != n_envs and not self.cfg.probe_cooldown
         return decision
+
+    def _probe_larger(self, n_envs: int, noise_scale: float, current: float, lr: float) -> Decision:
+        """The time did not grow with the batch (B* unbounded): time a larger batch, one factor up.
+
+        Such a line is either noise or a real flat stretch (on 2 Ray actors, CartPole's 40 and 80
+        observations took the same ~23 ms). Jumping to its B* once took a SpaceInvaders run to 1,280
+        observations aiming at 18,560 (docs/results.md); holding leaves a flat stretch unexplored.
+        One step up, after the cool-down, tells the two apart: the new size enters the fit."""
+        timed = len(self.cost.timings.get(current, ())) >= self.cost.min_samples
+        if not timed or self.observations_since_resize < self.cfg.cooldown:
+            return Decision(n_envs, lr, None, "cost model: the time did not grow with the batch; timing this one")
+        return self._resize_toward(n_envs, noise_scale, current, current * self.cfg.max_resize_factor, lr,
+                                   "probe: the time did not grow with the batch; timing a larger one")
 
     def _replay(self, n_envs: int, lr: float) -> Decision:
         if self.schedule is None:

@@ -98,8 +98,9 @@ class CostModel:
 
         A fitted overhead below zero is read as none (a = 0 puts B* at 0); a slope at
         or below zero as one observation costing a millionth of the overhead (r = 10^6).
-        Both are marked ``unresolved``: the controller holds on such a fit rather than
-        move toward a B* the timings' noise put there.
+        Both are marked ``unresolved``: the controller does not move toward a B* the
+        timings' noise may have put there (it holds on the first, times one larger
+        batch on the second).
         """
         pts = self.points()
         if len(pts) < 2 or max(p[0] for p in pts) < self.min_spread * min(p[0] for p in pts):
