@@ -1,6 +1,11 @@
 """How much the cost model's fitted exchange rate r = a/b swings within a run, for several fit widths.
 
     python benchmarks/cost_fit_replay.py "runs/rep/*/*" [--sizes-kept 4 8 16 0]
+    python benchmarks/cost_fit_replay.py "runs/fit/bo-auto-*/*" --logged
+
+--logged reads instead what the runs' own fit logged (`batch/exchange_rate` where
+0 < r < 10^5, and `batch/target`): the median over runs of each one's 90th over
+10th percentile.
 
 Replays each recorded `--batch auto` run's update times (the `perf/update_seconds`
 and `batch/size` scalars, in order) through ``CostModel`` keeping the last N batch
@@ -44,11 +49,40 @@ def replay(batches: np.ndarray, seconds: np.ndarray, sizes_kept: int) -> tuple[n
     return np.array(rates), unresolved / max(fitted, 1)
 
 
+def spread(values: np.ndarray) -> float:
+    return float(np.percentile(values, 90) / np.percentile(values, 10))
+
+
+def logged_spread(pattern: str) -> None:
+    rates, targets = [], []
+    for run in sorted(glob.glob(pattern)):
+        if not glob.glob(f"{run}/events*"):
+            continue
+        scalars = read_scalars(Path(run))
+        if "batch/exchange_rate" not in scalars:
+            continue
+        r = scalars["batch/exchange_rate"][1]
+        r = r[(r > 0) & (r < 1e5)]
+        t = scalars["batch/target"][1]
+        if len(r) > 10:
+            rates.append(spread(r))
+        if len(t[t > 0]) > 10:
+            targets.append(spread(t[t > 0]))
+    if not rates:
+        raise SystemExit(f"error: no auto runs with a logged cost model under {pattern}")
+    print(f"{pattern}: {len(rates)} runs; logged r's 10th-90th spread, median {np.median(rates):.2f}x "
+          f"[{min(rates):.2f}, {max(rates):.2f}]; the target's {np.median(targets):.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", help="a glob of run directories (quote it)")
     parser.add_argument("--sizes-kept", type=int, nargs="+", default=[4, 8, 16, 0])
+    parser.add_argument("--logged", action="store_true", help="the spread of the runs' own logged r and target")
     args = parser.parse_args()
+    if args.logged:
+        logged_spread(args.runs)
+        return
     runs = []
     for run in sorted(glob.glob(args.runs)):
         if "fixed" in Path(run).name or not glob.glob(f"{run}/events*"):
