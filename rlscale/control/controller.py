@@ -12,7 +12,8 @@ number of minibatches for PPO.
             measured cost model T(B) = a + b*B (``rlscale.control.cost``, docs/batch-control.md). Until
             the model is identified (two batch sizes timed), one probe resize by the
             largest allowed factor gives it a second size; while its fitted overhead
-            is 0 (B* = 0) or its slope is not positive (B* unbounded) it holds. It resizes only when the
+            is 0 (B* = 0) it holds, and while its slope is not positive (B* unbounded) it
+            times one batch a factor larger. It resizes only when the
             model predicts B* at least ``min_gain`` faster per unit of progress than the
             current batch: near B* the time is flat and a resize is not free.
 * replay:   the environments and learning rate a recorded run took at each agent step
@@ -137,8 +138,7 @@ class BatchController:
 
     def _probe(self, n_envs: int, noise_scale: float, current: float, lr: float) -> Decision:
         """No cost model yet: once the current batch is timed, move by the largest factor to time another."""
-        timed = len(self.cost.timings.get(current, ())) >= self.cost.min_samples
-        if not timed or self.observations_since_resize < self.cfg.cooldown:
+        if not self._timed_and_cooled(current):
             return Decision(n_envs, lr, None, "timing this batch for the cost model")
         grow = n_envs * self.cfg.max_resize_factor <= self.cfg.max_envs
         target = current * (self.cfg.max_resize_factor if grow else 1.0 / self.cfg.max_resize_factor)
@@ -147,6 +147,11 @@ class BatchController:
         self.probed = decision.n_envs != n_envs and not self.cfg.probe_cooldown
         return decision
 
+    def _timed_and_cooled(self, current: float) -> bool:
+        """A probe may move on: the current batch has its timings and the cool-down has passed."""
+        timed = len(self.cost.timings.get(current, ())) >= self.cost.min_samples
+        return timed and self.observations_since_resize >= self.cfg.cooldown
+
     def _probe_larger(self, n_envs: int, noise_scale: float, current: float, lr: float) -> Decision:
         """The time did not grow with the batch (B* unbounded): time a larger batch, one factor up.
 
@@ -154,8 +159,7 @@ class BatchController:
         observations took the same ~23 ms). Jumping to its B* once took a SpaceInvaders run to 1,280
         observations aiming at 18,560 (docs/results.md); holding leaves a flat stretch unexplored.
         One step up, after the cool-down, tells the two apart: the new size enters the fit."""
-        timed = len(self.cost.timings.get(current, ())) >= self.cost.min_samples
-        if not timed or self.observations_since_resize < self.cfg.cooldown:
+        if not self._timed_and_cooled(current):
             return Decision(n_envs, lr, None, "cost model: the time did not grow with the batch; timing this one")
         return self._resize_toward(n_envs, noise_scale, current, current * self.cfg.max_resize_factor, lr,
                                    "probe: the time did not grow with the batch; timing a larger one")
