@@ -4,6 +4,7 @@
 takes A2C apart.)
 
     python benchmarks/bench_a2c.py [--seconds 30] [--envs 16 64] [--no-bf16]
+    python benchmarks/bench_a2c.py --bound [--seconds 30] [--envs 16]
 
 Rows, each at 16 and 64 environments (5 steps per update), agent steps per
 second and the ratio to the lean loop:
@@ -30,6 +31,15 @@ all processes) and the CPU milliseconds per agent step: speed is the one over
 the other, so a row beats the lean loop only by keeping more cores busy or by
 doing less work per step.
 
+``--bound`` asks how fast an update whose phases take turns (the actors
+collect, then the learner learns: no policy lag) can be here at all: one
+actor's share of the rollout stepped in this process (no Ray: no weights
+broadcast, no batch transfer), plus the learner's update on a whole batch
+(2 threads; measurement off and on), against the lean loop and the A2C
+defaults measured in the same run. The default engine's distance to that
+bound is its overhead; the bound's distance to 1.3x the lean loop is out of
+reach of any overhead cut.
+
 Then peak resident memory (RSS) of the learner process and of each actor with
 16 and 256 environments. Every variant runs for the same wall time, one after
 the other in this run; the ratios are the numbers to read (the machine is noisy).
@@ -39,14 +49,23 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
+import time
 from pathlib import Path
 
 import torch
+from bench import rlscale_default
+from bench_noise import pong_batch
 from benchtiming import Rate, timed
 from lean import lean_a2c, random_pong
 
+from rlscale.agents.a2c import A2CLearner
 from rlscale.config import build_config
 from rlscale.distributed.ray_pool import RayPool
+from rlscale.envs.vector import probe_spec
+from rlscale.models.nets import build_network
+from rlscale.models.precision import choose_precision
+from rlscale.rollout.worker import RolloutWorker, flat_weights
 from rlscale.training.engine import NativeEngine
 
 
@@ -103,6 +122,56 @@ def parts_scan(envs: list[int], seconds: float) -> None:
                       f"{rate / noise_off:6.2f}x noise off", flush=True)
 
 
+def median_ms(run, repeats: int) -> float:
+    run()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(times)
+
+
+def phases_bound(n_envs: int, seconds: float, repeats: int = 40) -> None:
+    """The fastest A2C update with its phases in turn on this machine, against the lean loop and the defaults."""
+    cfg = build_config("pong", "a2c", {"n_envs": n_envs, "warmup_max_steps": 0})
+    spec = probe_spec(cfg.env)
+    share = n_envs // cfg.run.n_actors  # one actor's environments: the actors step in parallel
+    threads = torch.get_num_threads()
+    worker = RolloutWorker(cfg, spec, 0, 1, share)  # one torch thread, as in an actor process
+    size = cfg.env.vector_size
+    for i in range(share // size):
+        worker.add_vector_env(list(range(i * size, (i + 1) * size)), i)
+    weights = flat_weights(worker.policy)
+    rollout = median_ms(lambda: worker.rollout(weights, cfg.agent.n_steps), repeats)
+    worker.close()
+    torch.set_num_threads(threads)
+    batch, _ = pong_batch(n_envs)
+    model = build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden)
+    precision = choose_precision(model, torch.from_numpy(batch.obs.reshape(-1, *spec.obs_shape))).precision
+    learner_ms = {}
+    for measure in (False, True):
+        torch.manual_seed(0)
+        learner = A2CLearner(build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden),
+                             build_config("pong", "a2c", {"n_envs": n_envs, "measure_noise": measure,
+                                                         "measure_curvature": False,
+                                                         "learner_precision": precision}))
+        learner_ms[measure] = median_ms(lambda learner=learner: learner.update(batch), repeats)
+    lean = lean_a2c(n_envs, seconds).steps_per_s
+    default = rlscale_default("a2c", seconds, n_envs)[0].steps_per_s
+    steps = n_envs * cfg.agent.n_steps
+    print(f"Pong A2C, {n_envs} envs x {cfg.agent.n_steps} steps, {cfg.run.n_actors} actors, torch threads "
+          f"{threads}, learner {precision}, actors {worker.inference.precision}"
+          f"{' channels-last' if worker.inference.channels_last else ''}")
+    print(f"  one actor's rollout share ({share} envs), in this process: {rollout:.1f} ms")
+    print(f"  learner update, measurement off / on: {learner_ms[False]:.1f} / {learner_ms[True]:.1f} ms")
+    print(f"  lean single-process loop:          {lean:7,.0f} agent steps/s")
+    for measure, what in ((False, "noise off"), (True, "noise on")):
+        bound = steps / (rollout + learner_ms[measure]) * 1e3
+        print(f"  bound, phases in turn, {what:9s}: {bound:7,.0f} agent steps/s = {bound / lean:.2f}x lean")
+    print(f"  A2C defaults (Ray actors):         {default:7,.0f} agent steps/s = {default / lean:.2f}x lean")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=30.0)
@@ -111,8 +180,14 @@ def main() -> None:
     p.add_argument("--parts-scan", action="store_true",
                    help="only: lean loop, noise off, and noise on with the policy/value split every 4, 16 "
                         "and never (2 actors, fp32), twice over")
+    p.add_argument("--bound", action="store_true",
+                   help="only: the fastest update with phases in turn (no Ray overhead) against the lean loop")
     args = p.parse_args()
     torch.set_num_threads(2)
+    if args.bound:
+        for n in args.envs:
+            phases_bound(n, args.seconds)
+        return
     if args.parts_scan:
         parts_scan(args.envs, args.seconds)
         return

@@ -1,6 +1,6 @@
 """What an option of the default Pong PPO run costs or buys, end to end, in agent steps/s.
 
-    python benchmarks/bench_ppo_options.py [--compare noise|overlap] [--seconds 40] [--rounds 2]
+    python benchmarks/bench_ppo_options.py [--compare noise|overlap|passes] [--seconds 40] [--rounds 2]
 
 The default run's engine (``python -m rlscale.train pong``: 2 Ray actors, the
 learner's precision and threads as it chooses them), updates back to back,
@@ -12,6 +12,8 @@ for a few rounds, so that drift on the machine hits every variant alike.
 * ``overlap``: the actors collecting the next batch while the learner trains
   (``--overlap``, a policy lag of one update), with the default 2 actors and
   with 1, against the default's collect-then-learn.
+* ``passes``: the learner's forward/backward passes of about 128 rows (two per
+  256-row minibatch) or 256 (one per minibatch), ``--learner-chunk-rows``.
 
 Run it on a quiet machine; prefix ``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``
 to see a CPU without bf16 units.
@@ -31,6 +33,8 @@ COMPARISONS: dict[str, tuple[str, dict[str, dict]]] = {
     "overlap": ("collect, then learn (default)", {"collect, then learn (default)": {},
                                                   "--overlap, 2 actors": {"overlap": True},
                                                   "--overlap, 1 actor": {"overlap": True, "n_actors": 1}}),
+    "passes": ("passes of ~128 rows", {"passes of ~128 rows": {"learner_chunk_rows": 128},
+                                       "passes of ~256 rows": {"learner_chunk_rows": 256}}),
 }
 
 

@@ -201,7 +201,7 @@ class RunConfig:
     actor_channels_last: bool = opt(False, "actors' convolutions in channels-last memory format "
                                     "(with --actor-precision auto the layout is timed too, and this is ignored)")
     learner_chunk_rows: int = opt(0, "rows per learner forward/backward pass, gradients summed over the "
-                                  "passes (0 = auto: about 128 for convolutional networks on CPU, "
+                                  "passes (0 = auto: about 128 rows (PPO: 256) for convolutional networks on CPU, "
                                   "otherwise the whole batch)")
     log_interval: float = opt(10.0, "seconds between console progress lines")
     checkpoint_every: int = opt(500, "optimizer steps between checkpoints (PPO takes epochs x minibatches per batch)")
@@ -304,6 +304,11 @@ class Config:
             raise UserError(f"--noise-clip must be 0 (off) or above 1, got {n.noise_clip}")
         if c.hysteresis < 1.0 or c.max_resize_factor <= 1.0:
             raise UserError("--hysteresis must be >= 1 and --max-resize-factor > 1")
+        if c.batch == "auto" and c.hysteresis >= c.max_resize_factor:
+            # auto's probes move the batch by one --max-resize-factor to time a second size; a move
+            # that stays inside the hysteresis band is never made, so the cost model would never fit.
+            raise UserError(f"--batch auto needs --hysteresis ({c.hysteresis:g}) below --max-resize-factor "
+                            f"({c.max_resize_factor:g}): its probes move the batch by that factor")
         if c.min_envs > c.max_envs:
             raise UserError(
                 f"--min-envs ({c.min_envs}) is larger than --max-envs ({c.max_envs}); swap them"

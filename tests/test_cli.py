@@ -28,6 +28,8 @@ def assert_one_line_error(result, *fragments: str) -> None:
     (["pong", "--n-envs", "-4"], ["--n-envs must be positive"]),
     (["pong", "--min-envs", "64", "--max-envs", "8"], ["--min-envs (64) is larger than --max-envs (8)"]),
     (["pong", "--batch", "huge"], ["--batch", "invalid choice"]),
+    (["cartpole", "--batch", "auto", "--hysteresis", "2", "--max-resize-factor", "2"],
+     ["--batch auto needs --hysteresis (2) below --max-resize-factor (2)"]),
     (["pong", "--frobnicate"], ["unrecognized arguments: --frobnicate"]),
     ([], ["name an environment"]),
     (["cartpole", "--address", "127.0.0.1:1"], ["cannot reach a Ray cluster at 127.0.0.1:1"]),

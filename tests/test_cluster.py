@@ -26,8 +26,8 @@ from tests.test_rollout import (
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def cluster():
+@pytest.fixture(scope="module")
+def simulated_cluster():
     from ray.cluster_utils import Cluster
 
     if ray.is_initialized():
@@ -35,14 +35,47 @@ def cluster():
     # Ray notices a lost node within ~1.5 s instead of its default tens of seconds.
     c = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "_system_config": {"health_check_period_ms": 500, "health_check_failure_threshold": 3}})
-    workers = [c.add_node(num_cpus=1) for _ in range(2)]
-    c.wait_for_nodes()
     try:
-        yield c, workers
+        yield c
     finally:
         if ray.is_initialized():
             ray.shutdown()
         c.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def quick_fallback_for_a_lost_node(monkeypatch):
+    """A replacement actor waits 3 s for a free CPU, not the real 10, before it starts without one.
+
+    No node comes back on this simulated cluster, so the wait only costs time
+    (twice per module); the fallback after it is what these tests check.
+    """
+    monkeypatch.setattr(RayPool, "PLACEMENT_TIMEOUT", 3.0)
+
+
+def raylet_alive(node) -> bool:  # noqa: ANN001 - a ray._private.node.Node
+    return all(info.process.poll() is None for info in node.all_processes.get("raylet", []))
+
+
+@pytest.fixture
+def cluster(simulated_cluster):
+    """The module's cluster with a head and two live worker nodes, no driver connected.
+
+    One cluster for the module (starting a head and two nodes took seconds per
+    test); a node that an earlier test removed or killed is replaced first.
+    """
+    c = simulated_cluster
+    if ray.is_initialized():
+        ray.shutdown()
+    for node in list(c.worker_nodes):
+        if not raylet_alive(node):
+            c.remove_node(node, allow_graceful=False)  # its other processes too
+    while len(c.worker_nodes) < 2:
+        c.add_node(num_cpus=1)
+    c.wait_for_nodes()
+    yield c, sorted(c.worker_nodes, key=lambda node: node.node_id)
+    if ray.is_initialized():
+        ray.shutdown()
 
 
 def test_actor_cpu_shares_pack_onto_nodes():

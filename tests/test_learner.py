@@ -9,8 +9,16 @@ import pytest
 import torch
 
 from rlscale.agents.a2c import A2CLearner, A2CRows, nstep_returns
-from rlscale.agents.gradients import backward, env_groups, row_chunks
+from rlscale.agents.gradients import (
+    CPU_CHUNK_ROWS,
+    PPO_CPU_CHUNK_ROWS,
+    backward,
+    env_groups,
+    pass_count,
+    row_chunks,
+)
 from rlscale.agents.optim import RMSpropTF
+from rlscale.agents.ppo import PPOLearner
 from rlscale.config import build_config
 from rlscale.envs.vector import EnvSpec
 from rlscale.models.nets import build_network
@@ -141,6 +149,19 @@ def test_row_chunks_pack_whole_items_near_the_target():
     assert row_chunks([300, 10], 128) == [[0], [1]]  # an item bigger than a pass gets its own
     assert row_chunks([5, 5], 0) == [[0, 1]]  # 0: one pass
     assert [len(c) for c in row_chunks([1] * 640, 128)] == [128] * 5
+
+
+def test_ppo_takes_its_default_minibatch_in_one_pass_on_cpu_and_a2c_passes_of_about_128():
+    """The automatic pass size of a convolutional network on CPU is the learner's (measured per agent)."""
+    spec = SPECS["nature_cnn"]
+    ppo = PPOLearner(build_network(spec, "auto", 64), build_config("pong", "ppo", {}))
+    a2c = A2CLearner(build_network(spec, "auto", 64), build_config("pong", "a2c", {}))
+    assert (ppo.route.chunk_rows, a2c.route.chunk_rows) == (PPO_CPU_CHUNK_ROWS, CPU_CHUNK_ROWS)
+    a = ppo.cfg.agent
+    minibatch = ppo.cfg.env.n_envs * a.n_steps // a.n_minibatches  # 8 x 128 / 4
+    assert pass_count(minibatch, ppo.route.chunk_rows) == 1 and pass_count(minibatch, CPU_CHUNK_ROWS) == 2
+    set_by_hand = PPOLearner(build_network(spec, "auto", 64), build_config("pong", "ppo", {"learner_chunk_rows": 64}))
+    assert set_by_hand.route.chunk_rows == 64
 
 
 @pytest.mark.parametrize("measure", [False, True])

@@ -57,6 +57,11 @@ GRAM_MIN_WEIGHTS = 100_000
 # On CPU, forward/backward passes of ~80-160 rows ran fastest per row (cache-sized),
 # so larger batches of a convolutional network are split into passes this big.
 CPU_CHUNK_ROWS = 128
+# PPO's minibatches (256 rows at the defaults) in one pass each instead of two of 128:
+# its update took 0.88-0.94x the time (Pong, fp32, AVX2-only fp32 and bf16; MinAtar
+# 0.79-0.87x), 0.93-0.98x end to end (benchmarks/profile_ppo.py, bench_ppo_options.py
+# --compare passes; docs/notebook/performance.md). A2C's batches keep ~128.
+PPO_CPU_CHUNK_ROWS = 256
 # Groups measured in a shared pass beat a pass per group only for small groups, where
 # each small pass re-reads every weight; larger groups ran faster one pass per group.
 SHARED_PASS_MAX_GROUP_ROWS = 32
@@ -106,11 +111,12 @@ class GradientRoute:
     shared_pass: bool  # groups of a pass may be measured together (every layer allows it)
 
     @classmethod
-    def for_model(cls, model: torch.nn.Module, device: torch.device, chunk_rows: int = 0) -> GradientRoute:
-        """``chunk_rows`` 0 = automatic: CPU_CHUNK_ROWS for convolutional networks on CPU."""
+    def for_model(cls, model: torch.nn.Module, device: torch.device, chunk_rows: int = 0,
+                  cpu_chunk_rows: int = CPU_CHUNK_ROWS) -> GradientRoute:
+        """``chunk_rows`` 0 = automatic: ``cpu_chunk_rows`` for convolutional networks on CPU, else one pass."""
         convolutional = any(isinstance(m, torch.nn.Conv2d) for m in model.modules())
         if chunk_rows <= 0:
-            chunk_rows = CPU_CHUNK_ROWS if convolutional and device.type == "cpu" else 0
+            chunk_rows = cpu_chunk_rows if convolutional and device.type == "cpu" else 0
         gram = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m.weight.numel() >= GRAM_MIN_WEIGHTS]
         return cls(chunk_rows, gram, shared_pass_supported(model))
 

@@ -18,7 +18,14 @@ import torch
 from rlscale import tags
 from rlscale.agents.curvature import metric_samples, preconditioner
 from rlscale.agents.data_parallel import DataParallel
-from rlscale.agents.gradients import GradientReport, GradientRoute, RowsLoss, backward, env_groups
+from rlscale.agents.gradients import (
+    CPU_CHUNK_ROWS,
+    GradientReport,
+    GradientRoute,
+    RowsLoss,
+    backward,
+    env_groups,
+)
 from rlscale.agents.optim import make_optimizer, set_lr
 from rlscale.config import Config
 from rlscale.control.noise import NoiseMeter
@@ -41,6 +48,8 @@ def resolve_device(name: str) -> torch.device:
 class Learner:
     """Holds the model, the optimizer and the noise meter; subclasses define the loss and update."""
 
+    cpu_chunk_rows = CPU_CHUNK_ROWS  # rows per forward/backward pass of a convolutional network on CPU
+
     def __init__(self, model: torch.nn.Module, cfg: Config, data_parallel: DataParallel | None = None) -> None:
         self.cfg = cfg
         # With data-parallel learners (ray_learners) each holds a share of the batch's
@@ -56,7 +65,8 @@ class Learner:
         # rlscale/precision.py); a learner built directly with "auto" runs fp32.
         self.bf16 = cfg.run.learner_precision == "bf16"
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.route = GradientRoute.for_model(self.model, self.device, cfg.run.learner_chunk_rows)
+        self.route = GradientRoute.for_model(self.model, self.device, cfg.run.learner_chunk_rows,
+                                             self.cpu_chunk_rows)
         a = cfg.agent
         self.optimizer = make_optimizer(a.optimizer, self.params, a.lr, a.rms_alpha, a.optim_eps)
         self.noise = NoiseMeter(cfg.noise.noise_horizon, clip=cfg.noise.noise_clip)
