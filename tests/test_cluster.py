@@ -25,6 +25,8 @@ from tests.test_rollout import (
 
 ROOT = Path(__file__).resolve().parent.parent
 
+pytestmark = pytest.mark.usefixtures("no_embedded_ray")  # tests/conftest.py
+
 
 @pytest.fixture(scope="module")
 def simulated_cluster():
