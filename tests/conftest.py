@@ -62,42 +62,23 @@ def ray_free_niced(request: pytest.FixtureRequest) -> None:
         os.nice(10)
 
 
-@pytest.fixture(scope="session")
-def shared_ray():
-    """One embedded Ray for the modules that ask for it, in turn, shut down when the test run ends."""
-    import ray
-
-    yield ray
-    if ray.is_initialized():
-        ray.shutdown()
-
-
 @pytest.fixture(scope="module")
-def ray_instance(shared_ray):
-    """rlscale's embedded Ray (``init_ray``, as a run without --address starts it).
+def ray_instance():
+    """rlscale's embedded Ray (``init_ray``, as a run without --address starts it) for one module.
 
     In-process runs find it running and use it instead of starting and stopping one of
-    their own (~3.5 s each here). It stays up from one module that asks for it to the
-    next (six modules; each start took ~3.5 s): the modules that must begin without
-    an embedded Ray in this process (tests/test_cluster.py joins a simulated cluster,
-    tests/test_embedded_ray.py checks what a run does when none runs,
-    tests/test_autoscaling.py stops every Ray on the machine) shut it down first
-    (``no_embedded_ray``).
+    their own (~3.5 s each here); always shut down at the module's end. Per module, not
+    for the whole test run: the cluster tests connect this process to a simulated
+    multi-node cluster instead, and tests/test_embedded_ray.py checks what a run does
+    when no Ray is running.
     """
-    from rlscale.distributed.ray_pool import init_ray
-
-    if not shared_ray.is_initialized():
-        assert init_ray("", log_to_driver=False), "a Ray was already running in the test process"
-    yield shared_ray
-
-
-@pytest.fixture(scope="module")
-def no_embedded_ray():
-    """This module starts without the shared embedded Ray in this process."""
     import ray
 
-    if ray.is_initialized():
-        ray.shutdown()
+    from rlscale.distributed.ray_pool import init_ray
+
+    assert init_ray("", log_to_driver=False), "a Ray was already running in the test process"
+    yield ray
+    ray.shutdown()
 
 
 @pytest.fixture

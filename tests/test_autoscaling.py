@@ -23,8 +23,6 @@ from rlscale.envs.vector import probe_spec
 from rlscale.models.nets import build_network
 from rlscale.rollout.worker import flat_weights
 
-pytestmark = pytest.mark.usefixtures("no_embedded_ray")  # tests/conftest.py
-
 
 class FakeMultiNodeCluster(AutoscalingCluster):
     """The fake provider's cluster config, written out: pip wheels of Ray lack its example.yaml."""

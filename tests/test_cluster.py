@@ -25,8 +25,6 @@ from tests.test_rollout import (
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.usefixtures("no_embedded_ray")  # tests/conftest.py
-
 
 @pytest.fixture(scope="module")
 def simulated_cluster():

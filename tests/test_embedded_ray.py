@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import os
 
-import pytest
-
 from rlscale.config import build_config
-
-pytestmark = pytest.mark.usefixtures("no_embedded_ray")  # tests/conftest.py
 
 
 def test_actors_of_an_embedded_ray_run_at_the_drivers_priority():
