@@ -59,8 +59,10 @@ GRAM_MIN_WEIGHTS = 100_000
 CPU_CHUNK_ROWS = 128
 # PPO's minibatches (256 rows at the defaults) in one pass each instead of two of 128:
 # its update took 0.88-0.94x the time (Pong, fp32, AVX2-only fp32 and bf16; MinAtar
-# 0.79-0.87x), 0.93-0.98x end to end (benchmarks/profile_ppo.py, bench_ppo_options.py
-# --compare passes; docs/notebook/performance.md). A2C's batches keep ~128.
+# 0.79-0.87x; benchmarks/profile_ppo.py). End to end 0.93x with a bf16 learner and 0.98x
+# AVX2-only when switched update by update; AVX2 rows of 30-40 s read 0.89-1.02x the speed
+# on a host that drifted +-10 % (bench_ppo_options.py --compare passes;
+# docs/notebook/performance.md). A2C's batches keep ~128.
 PPO_CPU_CHUNK_ROWS = 256
 # Groups measured in a shared pass beat a pass per group only for small groups, where
 # each small pass re-reads every weight; larger groups ran faster one pass per group.
