@@ -37,8 +37,8 @@ actor's share of the rollout stepped in this process (no Ray: no weights
 broadcast, no batch transfer), plus the learner's update on a whole batch
 (2 threads; measurement off and on), against the lean loop and the A2C
 defaults measured in the same run. The default engine's distance to that
-bound is its overhead; the bound's distance to 1.3x the lean loop is out of
-reach of any overhead cut.
+bound is its overhead; a target above the bound is out of reach of any
+overhead cut.
 
 Then peak resident memory (RSS) of the learner process and of each actor with
 16 and 256 environments. Every variant runs for the same wall time, one after
@@ -48,15 +48,14 @@ the other in this run; the ratios are the numbers to read (the machine is noisy)
 from __future__ import annotations
 
 import argparse
+import functools
 import os
-import statistics
-import time
 from pathlib import Path
 
 import torch
 from bench import rlscale_default
 from bench_noise import pong_batch
-from benchtiming import Rate, timed
+from benchtiming import Rate, interleaved_medians, timed
 from lean import lean_a2c, random_pong
 
 from rlscale.agents.a2c import A2CLearner
@@ -122,16 +121,6 @@ def parts_scan(envs: list[int], seconds: float) -> None:
                       f"{rate / noise_off:6.2f}x noise off", flush=True)
 
 
-def median_ms(run, repeats: int) -> float:
-    run()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
-
-
 def phases_bound(n_envs: int, seconds: float, repeats: int = 40) -> None:
     """The fastest A2C update with its phases in turn on this machine, against the lean loop and the defaults."""
     cfg = build_config("pong", "a2c", {"n_envs": n_envs, "warmup_max_steps": 0})
@@ -143,7 +132,8 @@ def phases_bound(n_envs: int, seconds: float, repeats: int = 40) -> None:
     for i in range(share // size):
         worker.add_vector_env(list(range(i * size, (i + 1) * size)), i)
     weights = flat_weights(worker.policy)
-    rollout = median_ms(lambda: worker.rollout(weights, cfg.agent.n_steps), repeats)
+    rollout = 1e3 * interleaved_medians({"rollout": lambda: worker.rollout(weights, cfg.agent.n_steps)},
+                                        repeats)["rollout"]
     worker.close()
     torch.set_num_threads(threads)
     batch, _ = pong_batch(n_envs)
@@ -156,7 +146,8 @@ def phases_bound(n_envs: int, seconds: float, repeats: int = 40) -> None:
                              build_config("pong", "a2c", {"n_envs": n_envs, "measure_noise": measure,
                                                          "measure_curvature": False,
                                                          "learner_precision": precision}))
-        learner_ms[measure] = median_ms(lambda learner=learner: learner.update(batch), repeats)
+        learner_ms[measure] = 1e3 * interleaved_medians({"update": functools.partial(learner.update, batch)},
+                                                        repeats)["update"]
     lean = lean_a2c(n_envs, seconds).steps_per_s
     default = rlscale_default("a2c", seconds, n_envs)[0].steps_per_s
     steps = n_envs * cfg.agent.n_steps

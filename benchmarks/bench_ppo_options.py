@@ -13,7 +13,7 @@ for a few rounds, so that drift on the machine hits every variant alike.
   (``--overlap``, a policy lag of one update), with the default 2 actors and
   with 1, against the default's collect-then-learn.
 * ``passes``: the learner's forward/backward passes of about 128 rows (two per
-  256-row minibatch) or 256 (one per minibatch), ``--learner-chunk-rows``.
+  256-row minibatch) or 256 (one per minibatch, the default), ``--learner-chunk-rows``.
 
 Run it on a quiet machine; prefix ``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``
 to see a CPU without bf16 units.
@@ -34,7 +34,7 @@ COMPARISONS: dict[str, tuple[str, dict[str, dict]]] = {
                                                   "--overlap, 2 actors": {"overlap": True},
                                                   "--overlap, 1 actor": {"overlap": True, "n_actors": 1}}),
     "passes": ("passes of ~128 rows", {"passes of ~128 rows": {"learner_chunk_rows": 128},
-                                       "passes of ~256 rows": {"learner_chunk_rows": 256}}),
+                                       "passes of ~256 rows (default)": {"learner_chunk_rows": 256}}),
 }
 
 
