@@ -208,6 +208,9 @@ class RunConfig:
     keep_checkpoints: int = opt(3, "checkpoints kept on disk")
     max_actor_failures: int = opt(10, "rollout actor deaths tolerated before the run stops")
     stop_return: float = opt(math.inf, f"stop once the mean return of the last {GOAL_WINDOW} episodes reaches this")
+    init_from: str = opt("", "start from another run's checkpoint (its run directory: the latest; or a ckpt-*.pt "
+                         "file): its network and optimizer state, with this run's batch, learning rate and seed, "
+                         "counters from zero (branching a run into batch sizes: docs/batch-control.md)")
 
 
 SECTIONS: dict[str, type] = {
@@ -331,6 +334,9 @@ class Config:
         if r.envs_per_actor % e.vector_size:
             raise UserError(f"--envs-per-actor ({r.envs_per_actor}) must be a multiple of "
                             f"--vector-size ({e.vector_size})")
+        if r.init_from and (r.backend != "native" or r.learners > 1):
+            raise UserError("--init-from starts the native engine's one learner from a checkpoint "
+                            "(drop --backend rllib and --learners)")
         if r.learners > 1 and r.backend != "native":
             raise UserError("--learners is an option of the native engine (drop --backend rllib)")
         if r.learners > 1 and r.serial:

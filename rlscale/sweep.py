@@ -13,6 +13,10 @@ interrupted one resumes from its last checkpoint. Each trial stops at its
 frame budget or when the mean return reaches the highest goal (``--stop-return``
 overrides), since nothing past the last goal enters the fit.
 
+With ``--init-from RUN_DIR`` every trial branches from that run's latest
+checkpoint (its network and optimizer state, counters from zero): the grid
+then measures the critical batch from that point of training on.
+
 Then: ``python -m rlscale.pareto <sweep dir>``.
 """
 
@@ -35,6 +39,7 @@ from rlscale.config import (
 )
 from rlscale.envs.vector import check_env_id
 from rlscale.errors import UserError, exits_cleanly
+from rlscale.training.branch import load_branch_point, pinned
 from rlscale.training.checkpoint import SUMMARY_FILE
 
 SWEEP_FILE = "sweep.json"
@@ -209,8 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     starts = args.batch_sizes + args.auto_from + args.critical_from
     if any(b <= 0 for b in starts) or any(lr <= 0 for lr in args.lrs or []):
         raise UserError("--batch-sizes, --auto-from, --critical-from and --lrs must be positive")
+    if overrides.get("init_from"):
+        overrides["init_from"] = pinned(overrides["init_from"])
     base = build_config(args.env, args.agent, overrides)
     check_env_id(base.env.env_id)
+    if base.run.init_from:  # a wrong trunk is one line now, not a failed trial each
+        print(load_branch_point(base).describe(), flush=True)
     grid = planned_trials(args, base)
     name = args.env.replace(".toml", "").replace("/", "-").lower()
     sweep_dir = args.sweep_dir or runs_root() / f"sweep-{name}-{base.agent.algo}"

@@ -29,6 +29,7 @@ from rlscale.config import (
 from rlscale.envs.vector import check_env_id
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.training import trainer
+from rlscale.training.branch import pinned
 from rlscale.training.checkpoint import CONFIG_FILE
 
 
@@ -106,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError("name an environment, e.g. python -m rlscale.train pong (or --resume RUN_DIR)")
     # RLlib's backend runs PPO, so it picks the PPO preset unless told otherwise.
     agent = args.agent or ("ppo" if overrides.get("backend") == "rllib" else None)
+    if overrides.get("init_from"):
+        overrides["init_from"] = pinned(overrides["init_from"])
     cfg = build_config(args.env, agent, overrides)
     check_env_id(cfg.env.env_id)
     run_dir = Path(cfg.run.run_dir) if cfg.run.run_dir else default_run_dir(cfg)

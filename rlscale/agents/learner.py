@@ -196,6 +196,12 @@ class Learner:
             "batches": self.batches,
         }
 
+    def start_from(self, state: dict[str, Any]) -> None:
+        """A branch's start: another run's network and optimizer state, and none of its counters or noise
+        averages (those measured the trunk's batch and learning rate)."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])

@@ -22,6 +22,11 @@ It says where a batch size's best learning rate is the lowest or highest its
 grid tried (the front's point may lie outside the grid), and ``--crossings``
 prints the agent steps at which each seed of each cell reached each goal.
 
+Runs that branch from one checkpoint (``--init-from``) count S and E from
+there, so the fit is the critical batch of that stretch of training; then it
+also prints the trunk's noise scales at the branch point and averaged over
+its last stretch, against each goal's B_crit.
+
 Writes ``pareto.csv``, ``pareto_fronts.png`` and ``bcrit_vs_bsimple.png``.
 """
 
@@ -39,6 +44,7 @@ import numpy as np
 from rlscale import tags
 from rlscale.cli import Parser, writable_dir
 from rlscale.errors import UserError, exits_cleanly
+from rlscale.goals import GOAL_WINDOW
 from rlscale.reports.pareto_fit import MIN_POINTS, ParetoFit, fit_pareto
 from rlscale.reports.plot import SIGNAL_COLORS, save_figure
 from rlscale.reports.runs import (
@@ -48,11 +54,14 @@ from rlscale.reports.runs import (
     format_interval,
     format_number,
     goals_of,
+    load_run,
     load_runs,
     median_interval,
     optimizer_batch,
     variant_of,
 )
+from rlscale.training.branch import checkpoint_file
+from rlscale.training.checkpoint import step_of
 
 
 @dataclass
@@ -120,6 +129,21 @@ def grid_edges(runs: list[RunRecord], results: list[GoalResult]) -> list[str]:
     return lines
 
 
+def first_sight_lines(results: list[GoalResult]) -> list[str]:
+    """Front points whose seeds met the goal with their first full window of episodes: met as soon as it
+    could be seen, so S and E there measure the wait for episodes to end, not training (a branch that
+    starts at or above the goal, or episodes long against the stretch: CartPole's 500 steps x 400 envs)."""
+    lines = []
+    for result in results:
+        for point in result.points:
+            first = [run for run, at in zip(point.runs, point.agent_steps, strict=True)
+                     if at == run.first_window_step()]
+            if first:
+                lines.append(f"goal {result.goal:g}: batch {point.batch:g} (lr {point.lr:g}) met it with its first "
+                             f"{GOAL_WINDOW} episodes in {len(first)} of {len(point.runs)} seeds")
+    return lines
+
+
 def crossing_lines(runs: list[RunRecord], goals: list[float]) -> list[str]:
     """Per grid cell: the agent steps (thousands) at which each seed reached each goal, '-' where it did not."""
     lines = []
@@ -130,6 +154,26 @@ def crossing_lines(runs: list[RunRecord], goals: list[float]) -> list[str]:
         seeds = ",".join(str(r.cfg.run.seed) for r in group)
         lines.append(f"b{batch:g} lr {lr:g} (seeds {seeds}) | "
                      + " | ".join(f"{g:g}: {h}" for g, h in zip(goals, hits, strict=True)))
+    return lines
+
+
+def cell_noise_lines(runs: list[RunRecord], goal: float) -> list[str]:
+    """Per grid cell: each noise scale averaged up to ``goal`` (up to the run's end where it fell short),
+    the median over the cell's seeds; how a reading depends on the rate a run trains at (appendix C)."""
+    signals = [s for s in tags.SIGNALS if any(tags.signal_tag(s) in r.scalars for r in runs)]
+    lines = [f"noise scales averaged up to goal {goal:g} (median over seeds; * a seed fell short, read to its end):",
+             "batch  lr        lr/batch  " + "  ".join(f"{SIGNAL_COLUMNS[s]:>15}" for s in signals)]
+    for (batch, lr), group in sorted(grid_cells(runs).items()):
+        hits = [r.goal(goal) for r in group]
+        medians = []
+        for signal in signals:
+            values = [r.mean_noise_scale(signal, until=h.agent_steps if h else None) for r, h in zip(group, hits,
+                                                                                                    strict=True)]
+            values = [v for v in values if v is not None]
+            medians.append(format_number(float(np.median(values)) if values else None))
+        short = "*" if any(h is None for h in hits) else ""
+        lines.append(f"{batch:<6g} {lr:<9g} {f'{lr / batch:.2e}{short}':<10}"
+                     + "  ".join(f"{m:>15}" for m in medians))
     return lines
 
 
@@ -192,6 +236,77 @@ def analyse(runs: list[RunRecord], goals: list[float]) -> list[GoalResult]:
         fit = fit_pareto(np.array([p.steps for p in points]), np.array([p.examples for p in points]))
         results.append(GoalResult(goal, points, fit, noise, intervals=bootstrap_ratios(runs, goal, hits=hits, noise=at_goal)))
     return results
+
+
+def reading_before(scalars: tuple[np.ndarray, np.ndarray], step: float) -> float | None:
+    """The last value logged at or before ``step``: what an online controller read there."""
+    steps, values = scalars
+    before = values[steps <= step]
+    return float(before[-1]) if before.size else None
+
+
+@dataclass
+class BranchReading:
+    """The trunk's noise scales where runs branch from it: what an online controller had to go by."""
+
+    checkpoint: Path
+    step: int  # the trunk's agent steps at the branch point
+    since: float  # the start of the trunk's last stretch (its last goal met before the branch point)
+    at: dict[str, float]  # signal -> the running average there
+    stretch: dict[str, float | None]  # signal -> averaged over the last stretch (appendix D's weights)
+
+
+def branch_reading(fixed: list[RunRecord]) -> BranchReading | str | None:
+    """Where the runs are branches of one checkpoint (``--init-from``): the trunk's noise scales there;
+    a sentence where that cannot be read; None for runs from scratch."""
+    if not any(r.cfg.run.init_from for r in fixed):
+        return None
+    try:
+        sources = {checkpoint_file(Path(r.cfg.run.init_from)).resolve() if r.cfg.run.init_from else None
+                   for r in fixed}
+    except UserError as err:
+        return f"a branch point cannot be read: {err}"
+    source = sources.pop()
+    if sources or source is None:
+        return f"the runs start from {len(sources) + 1} different points (--init-from): no one branch point to read"
+    step = step_of(source)
+    try:
+        trunk = load_run(source.parent.parent)
+    except UserError as err:
+        return f"branched from {source}; its run cannot be read for the noise scales there ({err})"
+    # The stretch the trunk trained through just before: since the last of its goals it met before the point.
+    met = [hit.agent_steps for g in trunk.cfg.env.goals if (hit := trunk.goal(g)) and hit.agent_steps < step]
+    since = max(met, default=0.0)
+    at, stretch = {}, {}
+    for signal in tags.SIGNALS:
+        tag = tags.signal_tag(signal)
+        value = reading_before(trunk.scalars[tag], step) if tag in trunk.scalars else None
+        if value is not None:
+            at[signal] = value
+            stretch[signal] = trunk.mean_noise_scale(signal, until=step, since=since)
+    return BranchReading(source, step, since, at, stretch)
+
+
+def branch_point_lines(reading: BranchReading | str | None, results: list[GoalResult]) -> list[str]:
+    """The trunk's readings at the branch point, each against every goal's B_crit: the local check of an
+    online estimate that branching is for."""
+    if reading is None or isinstance(reading, str):
+        return [reading] if reading else []
+    fitted = [r for r in results if r.fit]
+    lines = [f"branched from {reading.checkpoint} at {reading.step:,} agent steps. The trunk's noise scales: its "
+             f"running average there (what an online controller reads) | averaged over its last stretch, "
+             f"{reading.since:,.0f}-{reading.step:,} agent steps (appendix D's weights); each ÷ every goal's B_crit:"]
+    for signal, value in reading.at.items():
+        lines.append(f"  {SIGNAL_COLUMNS[signal]} {_against(value, fitted)} | "
+                     f"{_against(reading.stretch[signal], fitted)}")
+    return lines
+
+
+def _against(value: float | None, fitted: list[GoalResult]) -> str:
+    """'321 (goal 10: 1.05, goal 11: 0.73)': a noise scale and its ratio to each fitted goal's B_crit."""
+    if value is None:
+        return "-"
+    return f"{value:,.0f} (" + ", ".join(f"goal {r.goal:g}: {value / r.fit.b_crit:.2f}" for r in fitted) + ")"
 
 
 # The table's name for each signal's noise scale.
@@ -329,14 +444,14 @@ def plot_fronts(results: list[GoalResult], adaptive: list[RunRecord], out: Path)
     save_figure(fig, out, "--out-dir")
 
 
-def plot_bcrit(results: list[GoalResult], out: Path) -> None:
+def plot_bcrit(results: list[GoalResult], out: Path, trunk: BranchReading | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fitted = [r for r in results if r.fit]
-    fig, ax = plt.subplots(figsize=(7, 4.8))
+    fig, ax = plt.subplots(figsize=(10, 4.8))
     x = np.arange(len(fitted))
     ax.errorbar(x, [r.fit.b_crit for r in fitted], yerr=[r.fit.b_crit_se for r in fitted], fmt="o-",
                 color="black", capsize=4, label="B_crit (fit)")
@@ -345,13 +460,19 @@ def plot_bcrit(results: list[GoalResult], out: Path) -> None:
         if not np.isfinite(values).any():
             continue
         ax.plot(x, values, "s--", color=SIGNAL_COLORS[signal], label=f"{SIGNAL_COLUMNS[signal]} (averaged up to the goal)")
+        before = trunk.stretch.get(signal) if trunk else None
+        if before is not None:  # what the trunk read just before the branch point, the same for every goal
+            ax.axhline(before, color=SIGNAL_COLORS[signal], linestyle=":", linewidth=1.2)
+    if trunk is not None:
+        ax.plot([], [], ":", color="grey", label="dotted: the trunk's average over its last stretch before the branch")
     ax.set_xticks(x, [f"{r.goal:g}" for r in fitted])
     ax.set_xlabel("goal (mean return of the last 20 episodes)")
     ax.set_ylabel("observations")
     ax.set_yscale("log")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
-    ax.set_title("critical batch size vs. measured noise scales")
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))  # beside the lines, not on them
+    ax.set_title("critical batch size vs. measured noise scales"
+                 + (f"\nbranches from {trunk.step:,} agent steps of the trunk" if trunk else ""))
     fig.tight_layout()
     save_figure(fig, out, "--out-dir")
 
@@ -374,6 +495,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--crossings", action="store_true",
                    help="also print, per batch size and learning rate, the agent steps (thousands) at which each "
                         "seed reached each goal")
+    p.add_argument("--cells", action="store_true",
+                   help="also print, per batch size and learning rate, each noise scale averaged up to the lowest "
+                        "goal (median over seeds): how the readings depend on the learning rate")
     args = p.parse_args(argv)
     runs = load_runs(args.paths)
     fixed = [r for r in runs if r.cfg.control.batch == "fixed"]
@@ -387,6 +511,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.crossings:
         print("agent steps (thousands) to each goal, per cell and seed:")
         print("\n".join(crossing_lines(fixed, goals)), flush=True)
+    if args.cells:
+        print("\n".join(cell_noise_lines(fixed, goals[0])), flush=True)
     if not any(r.points for r in results):
         best = max((r.best_return() for r in fixed if r.best_return() is not None), default=None)
         raise UserError(f"no run reached any goal (best mean return of 20 episodes: {format_number(best, '.1f')}); "
@@ -402,12 +528,21 @@ def main(argv: list[str] | None = None) -> int:
     if edges:
         print("at the grid's edge (docs/studies.md rule 3: widen the grid before trusting these goals' fits):")
         print("\n".join(f"  {line}" for line in edges))
+    first_sight = first_sight_lines(results)
+    if first_sight:
+        print("met as soon as it could be seen (S and E there are the wait for episodes to end, not training; "
+              "for branches: fork below the goals, or pick goals further above the trunk's score):")
+        print("\n".join(f"  {line}" for line in first_sight))
+    reading = branch_reading(fixed)
+    branch_lines = branch_point_lines(reading, results)
+    if branch_lines:
+        print("\n".join(branch_lines))
     knee_rows = adaptive_rows(results, adaptive)
     if knee_rows:
         print_adaptive(knee_rows)
     write_csv(rows, out_dir / "pareto.csv")
     plot_fronts(results, adaptive, out_dir / "pareto_fronts.png")
-    plot_bcrit(results, out_dir / "bcrit_vs_bsimple.png")
+    plot_bcrit(results, out_dir / "bcrit_vs_bsimple.png", reading if isinstance(reading, BranchReading) else None)
     for name in ("pareto.csv", "pareto_fronts.png", "bcrit_vs_bsimple.png"):
         print(out_dir / name)
     return 0

@@ -47,6 +47,12 @@ class RunRecord:
     def returns(self) -> tuple[np.ndarray, np.ndarray]:
         return self.scalars.get(tags.EPISODE_RETURN, (np.zeros(0), np.zeros(0)))
 
+    def first_window_step(self) -> float | None:
+        """The agent step at which the run had finished its first full window of episodes: no goal can be
+        seen met before it."""
+        steps, _ = self.returns()
+        return float(steps[GOAL_WINDOW - 1]) if steps.size >= GOAL_WINDOW else None
+
     def final_return(self) -> float | None:
         _, values = self.returns()
         return float(values[-GOAL_WINDOW:].mean()) if values.size else None
@@ -92,9 +98,10 @@ class RunRecord:
         curve = self.wall_curve()
         return value_at(*curve, step) if curve is not None else None
 
-    def mean_noise_scale(self, part: str | None = None, until: float | None = None) -> float | None:
+    def mean_noise_scale(self, part: str | None = None, until: float | None = None,
+                         since: float | None = None) -> float | None:
         """B_simple (the controller's signal, or one part), or B_P / B_noise (``part`` precond / hessian),
-        averaged over training up to a step.
+        averaged over training up to a step (from a step, with ``since``).
 
         Appendix D, eq. D.1: E_min/S_min = (integral of B_noise ds) / (integral of ds),
         with s counted in full-batch steps. An optimizer step at batch B makes
@@ -107,9 +114,8 @@ class RunRecord:
         if tag not in self.scalars:
             return None
         steps, values = self.scalars[tag]
-        if until is not None:
-            keep = steps <= until
-            steps, values = steps[keep], values[keep]
+        keep = (steps <= (np.inf if until is None else until)) & (steps > (-np.inf if since is None else since))
+        steps, values = steps[keep], values[keep]
         if not values.size:
             return None
         batch = np.interp(steps, *self.scalars[tags.OPTIMIZER_BATCH])

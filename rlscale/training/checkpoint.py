@@ -91,6 +91,14 @@ def load(path: Path) -> dict[str, Any]:
     return state
 
 
+def step_of(path: Path) -> int:
+    """The agent steps a checkpoint file was written at (its name says)."""
+    match = _NAME.fullmatch(path.name)
+    if match is None:
+        raise UserError(f"{path} is not a checkpoint file (ckpt-<agent steps>.pt)")
+    return int(match.group(1))
+
+
 def latest(run_dir: Path) -> Path:
     found = list_checkpoints(run_dir)
     if not found:

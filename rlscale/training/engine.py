@@ -97,7 +97,8 @@ class NativeEngine:
     env count the run had.
     """
 
-    def __init__(self, cfg: Config, n_envs: int, state: dict[str, Any] | None = None) -> None:
+    def __init__(self, cfg: Config, n_envs: int, state: dict[str, Any] | None = None,
+                 start_from: dict[str, Any] | None = None) -> None:
         cores = os.cpu_count() or 1
         torch.set_num_threads(cfg.run.learner_threads or cores)
         torch.manual_seed(cfg.run.seed)
@@ -129,6 +130,8 @@ class NativeEngine:
         if state is not None:
             self.learner.load_state_dict(state["learner"])
             torch.set_rng_state(state["torch_rng"])
+        elif start_from is not None:  # a branch (--init-from): the trunk's network and optimizer state
+            self.learner.start_from(start_from)
         try:
             self.pool = make_pool(replace(cfg, env=replace(cfg.env, n_envs=n_envs)), spec)
         except BaseException:

@@ -27,6 +27,7 @@ from rlscale.control.schedule import Schedule
 from rlscale.errors import ActorFailures, UserError
 from rlscale.goals import GOAL_WINDOW, GoalForecast, GoalOutlook, GoalWindow
 from rlscale.training import checkpoint
+from rlscale.training.branch import BranchPoint, load_branch_point
 from rlscale.training.checkpoint import CONFIG_FILE, SUMMARY_FILE
 from rlscale.training.engine import Engine, NativeEngine, UpdateResult
 from rlscale.training.logger import RunLogger, StepRate
@@ -104,18 +105,19 @@ def reference_step(cfg: Config, goal: float, now: float) -> float | None:
     return at if at > now else None
 
 
-def make_engine(cfg: Config, run_dir: Path, n_envs: int, state: dict[str, Any] | None) -> Engine:
+def make_engine(cfg: Config, run_dir: Path, n_envs: int, state: dict[str, Any] | None,
+                branch: BranchPoint | None = None) -> Engine:
     if cfg.run.backend == "rllib":
         from rlscale.integrations.rllib import RLlibEngine
 
         return RLlibEngine(cfg, run_dir, n_envs, state)
-    return NativeEngine(cfg, n_envs, state)
+    return NativeEngine(cfg, n_envs, state, start_from=branch.learner if branch else None)
 
 
 def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None,
-          schedule: Schedule | None = None) -> Run:
-    """Wire the engine, controller, goal window and logger of a run (from a checkpoint's state); a replay
-    reads its schedule here unless given it."""
+          schedule: Schedule | None = None, branch: BranchPoint | None = None) -> Run:
+    """Wire the engine, controller, goal window and logger of a run (from a checkpoint's state, or a
+    branch's start from another run's); a replay reads its schedule here unless given it."""
     state = TrainState(n_envs=cfg.env.n_envs, base_lr=cfg.agent.lr)
     controller = BatchController(cfg.control, cfg.observations_per_env, cfg.pool_unit)
     if cfg.control.batch == "replay":
@@ -126,7 +128,7 @@ def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None,
         controller.load_state_dict(saved["controller"])
         window = GoalWindow(saved["goal_window"])
     # A resumed run starts with the env count it had, not the preset's.
-    engine = make_engine(cfg, run_dir, state.n_envs, saved["engine"] if saved else None)
+    engine = make_engine(cfg, run_dir, state.n_envs, saved["engine"] if saved else None, branch)
     state.warmup_steps += engine.start_warmup_steps  # a resumed run starts new environments too
     # Events past the checkpoint were written by the killed process: TensorBoard drops them.
     logger = RunLogger(str(run_dir), purge_step=state.agent_steps + 1 if saved else None)
@@ -337,15 +339,19 @@ def run(cfg: Config, run_dir: Path, resume: bool = False,
     """Train (or continue, with ``resume``) the run in ``run_dir``; the command's exit code."""
     check_engine(cfg)
     saved = load_latest(run_dir, cfg) if resume else None
-    schedule = load_schedule(cfg) if cfg.control.batch == "replay" else None  # bad input before the run dir
+    # Bad input before the run dir. A resumed branch continues from its own checkpoint.
+    schedule = load_schedule(cfg) if cfg.control.batch == "replay" else None
+    branch = load_branch_point(cfg) if cfg.run.init_from and saved is None else None
     open_run_dir(cfg, run_dir)
     if schedule is not None:
         print(describe(schedule, cfg.control.replay_from), flush=True)
+    if branch is not None:
+        print(branch.describe(), flush=True)
     if saved is not None:
         print(f"resuming from {saved['trainer']['agent_steps']:,} agent steps", flush=True)
     training: Run | None = None
     try:
-        training = build(cfg, run_dir, saved, schedule)
+        training = build(cfg, run_dir, saved, schedule, branch)
         training.on_progress = on_progress
         s = training.state
         print(f"{cfg.env.env_id} | {cfg.agent.algo} | {s.n_envs} envs x {cfg.agent.n_steps} steps "

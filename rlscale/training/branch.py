@@ -1,0 +1,75 @@
+"""Branching: a new run that starts where another run's checkpoint left off (``--init-from``).
+
+The branch takes the trunk's network and optimizer state (RMSprop's or Adam's
+running averages) and nothing that counts: agent steps, optimizer steps,
+examples, goals and the noise averages start at zero, and the branch trains at
+its own batch size, learning rate and seed. So the steps S and examples E that
+branches at several batch sizes take to a goal are counted from the branch
+point, and ``python -m rlscale.pareto`` fits eq. 2.11 to that stretch of
+training alone: a critical batch size at that point of training, to hold each
+online noise scale against (docs/batch-control.md, "Branching").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlscale.config import Config, cli_flag, loads_saved
+from rlscale.errors import UserError
+from rlscale.training import checkpoint
+
+# What the trunk and its branches must share for the trunk's state to mean the same in the branch.
+SHARED = {"env_id": ("env", "env_id"), "algo": ("agent", "algo"), "network": ("agent", "network"),
+          "mlp_hidden": ("agent", "mlp_hidden"), "optimizer": ("agent", "optimizer")}
+
+
+@dataclass(frozen=True)
+class BranchPoint:
+    checkpoint: Path  # the trunk's checkpoint file
+    agent_steps: int  # the trunk's agent steps there
+    mean_return: float | None  # the trunk's mean return of its last episodes there
+    learner: dict[str, Any]  # the trunk learner's state; the branch takes its model and optimizer
+
+    def describe(self) -> str:
+        score = f", mean return {self.mean_return:.1f}" if self.mean_return is not None else ""
+        return (f"branched from {self.checkpoint} ({self.agent_steps:,} agent steps{score}): its network and "
+                "optimizer state; counters, goals and noise averages start at zero")
+
+
+def checkpoint_file(source: Path) -> Path:
+    """A checkpoint file as given, or a run directory's latest checkpoint."""
+    if source.is_file():
+        return source
+    if not source.is_dir():
+        raise UserError(f"--init-from {source} does not exist; give a run directory or a ckpt-*.pt file in one")
+    found = checkpoint.list_checkpoints(source)
+    if not found:
+        raise UserError(f"--init-from {source}: no checkpoint in {checkpoint.checkpoint_dir(source)}")
+    return found[-1]
+
+
+def pinned(source: str) -> str:
+    """``--init-from`` as the absolute path of the very checkpoint file: a trunk that trains on gets later
+    checkpoints, and a sweep's trials (Ray Tune) and the reports run in other directories."""
+    return str(checkpoint_file(Path(source)).resolve())
+
+
+def load_branch_point(cfg: Config) -> BranchPoint:
+    """The checkpoint ``--init-from`` names, checked to fit this run; a UserError (one line) when it does not."""
+    path = checkpoint_file(Path(cfg.run.init_from))
+    saved = checkpoint.load(path)
+    learner = saved.get("engine", {}).get("learner")
+    if saved.get("backend") != "native" or not isinstance(learner, dict) or "model" not in learner:
+        raise UserError(f"--init-from {path}: a branch starts from a run of the native engine with one learner "
+                        "(not --backend rllib or --learners > 1)")
+    trunk = loads_saved(saved["config"], str(path))
+    differ = {name: (getattr(getattr(cfg, s), f), getattr(getattr(trunk, s), f)) for name, (s, f) in SHARED.items()}
+    differ = {name: pair for name, pair in differ.items() if pair[0] != pair[1]}
+    if differ:
+        theirs = " ".join(f"{cli_flag(name)} {pair[1]}" for name, pair in differ.items())
+        raise UserError(f"--init-from {path} was trained with {theirs}; a branch must share them")
+    window = saved.get("goal_window") or []
+    return BranchPoint(path.resolve(), int(saved["trainer"]["agent_steps"]),
+                       sum(window) / len(window) if window else None, learner)
