@@ -42,6 +42,14 @@ def test_adaptive_runs_that_differ_only_in_their_noise_average_or_cooldown_are_s
     assert len({c.variant for c in cells([preset, longer], [475.0])}) == 2
 
 
+def test_runs_that_follow_another_noise_scale_are_another_variant():
+    total, hessian = record("a", "critical", 8, 4_000, 0.01), record("b", "critical", 8, 4_000, 0.01)
+    hessian.cfg.control.signal = "hessian"
+    assert "follows" not in variant_of(total)  # the default signal keeps the names of earlier studies
+    assert variant_of(hessian) == variant_of(total).replace(" avg", " follows B_noise avg")
+    assert len({c.variant for c in cells([total, hessian], [475.0])}) == 2
+
+
 def test_a_clipped_noise_average_names_its_own_variant():
     plain, clipped = record("a", "auto", 8, 4_000, 0.01), record("b", "auto", 8, 4_000, 0.01)
     clipped.cfg.noise.noise_clip = 10.0

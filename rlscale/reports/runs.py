@@ -190,7 +190,8 @@ def variant_of(run: RunRecord) -> str:
     probe = " probe-cooldown" if c.batch == "auto" and c.probe_cooldown else ""
     gain = f" min-gain {c.min_gain:g}" if c.batch == "auto" and c.min_gain else ""
     # What the controller follows and how often it may move: runs that differ only here differ in control.
-    pace = f" avg {run.cfg.noise.noise_horizon:g} cooldown {c.cooldown:g}"
+    pace = f" follows {tags.signal_label(c.signal)}" if c.signal != "total" else ""  # the default unnamed
+    pace += f" avg {run.cfg.noise.noise_horizon:g} cooldown {c.cooldown:g}"
     pace += f" clip {run.cfg.noise.noise_clip:g}" if run.cfg.noise.noise_clip else ""
     return (f"{c.batch} from {optimizer_batch(run):g} "
             f"{lr}{rule}{ratio}{probe}{gain}{pace}{engine}")
