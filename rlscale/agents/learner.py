@@ -203,8 +203,7 @@ class Learner:
         self.optimizer.load_state_dict(state["optimizer"])
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.start_from(state)  # the network and optimizer; then what a resumed run also continues
         self.noise.load_state_dict(state["noise"])
         self.updates = int(state["updates"])
         self.skipped_updates = int(state["skipped_updates"])
