@@ -152,7 +152,8 @@ def test_pareto_cells_prints_each_cells_noise_scales_up_to_the_goal(trunk, tmp_p
     for n_envs, lr in ((4, 1e-3), (4, 3e-3), (8, 1e-3)):
         for seed in (0, 1, 2):
             train("--init-from", str(trunk), "--n-envs", str(n_envs), "--lr", str(lr), "--seed", str(seed),
-                  "--total-frames", "3000", "--goals", "60", "--run-dir", str(sweep / f"b{n_envs}-{lr}-s{seed}"))
+                  "--total-frames", "3000", "--goals", "60", "--curvature-every", "10",
+                  "--run-dir", str(sweep / f"b{n_envs}-{lr}-s{seed}"))
     result = run_in_process(["rlscale.pareto", str(sweep), "--goals", "1e9", "--cells"])
     assert result.returncode == 2  # no run reaches 1e9: the fit has nothing, but the cells print first
     lines = result.stdout.splitlines()
@@ -163,6 +164,21 @@ def test_pareto_cells_prints_each_cells_noise_scales_up_to_the_goal(trunk, tmp_p
     runs = [sweep / f"b4-0.003-s{seed}" for seed in (0, 1, 2)]
     expected = np.median([appendix_d_average(run, -np.inf, np.inf) for run in runs])
     assert cells[("20", "0.003")][2:4] == ["1.50e-04*", f"{expected:,.0f}"]  # every seed fell short of 1e9
+    # The last column: appendix C's equilibrium G^T P G, lr tr(PHP Sigma) / 2B, over the measured G^T P G.
+    assert lines[first + 1].endswith("equilibrium share")
+    shares = [share for run in runs if (share := equilibrium_share(run)) is not None]
+    assert shares and cells[("20", "0.003")][-1] == f"{np.median(shares):.2f}"
+
+
+def equilibrium_share(run_dir: Path) -> float | None:
+    """Mean over the measured updates of lr tr(PHP Sigma) / 2B, over the mean G^T P G (None unless both > 0),
+    lr scaled by min(1, 0.5 / |g|): CartPole's gradient clipping at norm 0.5."""
+    scalars = read_scalars(run_dir)
+    steps, gpg = scalars["noise/gpg"]
+    rate = np.interp(steps, *scalars[tags.LR]) * np.minimum(1, 0.5 / np.interp(steps, *scalars[tags.GRAD_NORM]))
+    held = (rate * np.interp(steps, *scalars["noise/trace_php_sigma"])
+            / (2 * np.interp(steps, *scalars[tags.OPTIMIZER_BATCH])))
+    return float(held.mean() / gpg.mean()) if held.mean() > 0 and gpg.mean() > 0 else None
 
 
 def appendix_d_average(run_dir: Path, since: float, until: float) -> float:

@@ -15,7 +15,13 @@ import math
 import numpy as np
 import pytest
 
-from rlscale.control.noise import NoiseMeter, NoiseSample, NoiseScaleEMA, estimate
+from rlscale.control.noise import (
+    NoiseMeter,
+    NoiseSample,
+    NoiseScaleEMA,
+    equilibrium_grad_sq,
+    estimate,
+)
 
 
 def true_noise_scale(r: np.ndarray, s: float) -> tuple[float, float]:
@@ -205,3 +211,33 @@ def test_meter_ignores_a_sample_of_reused_data_and_round_trips():
     clone = NoiseMeter(horizon=1_000, parts=("total",))
     clone.load_state_dict(meter.state_dict())
     assert clone.emas == meter.emas and clone.pending == meter.pending == {"total": 0.0}
+
+
+@pytest.mark.parametrize("lr, batch", [(0.004, 8), (0.002, 32)])
+def test_equilibrium_grad_sq_is_what_preconditioned_sgd_keeps_on_a_quadratic(lr, batch):
+    """Appendix C's toy model, simulated: preconditioned SGD settles where E[G^T P G] = lr tr(PHP Sigma) / 2B."""
+    rng = np.random.default_rng(0)
+    d, chains = 6, 400
+    q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    hessian = q @ np.diag([0.5, 1, 2, 3, 5, 8]) @ q.T  # anisotropic, not diagonal
+    a = rng.standard_normal((d, d))
+    sigma = a @ a.T + np.eye(d)  # per-observation covariance, not commuting with H
+    precond = np.diag(rng.uniform(0.3, 1.5, d))
+    noise = np.linalg.cholesky(sigma / batch)
+    theta = np.zeros((chains, d))
+    samples = []
+    for step in range(6000):
+        g = theta @ hessian + rng.standard_normal((chains, d)) @ noise.T  # the batch gradient
+        theta -= lr * g @ precond
+        if step >= 2000:  # past the slowest mode's relaxation: 1 / (lr * smallest eigenvalue of P^½HP^½) <= 1,000 steps
+            full = theta @ hessian
+            samples.append(np.einsum("ci,ij,cj->c", full, precond, full).mean())
+    predicted = equilibrium_grad_sq(lr, batch, float(np.trace(precond @ hessian @ precond @ sigma)))
+    assert float(np.mean(samples)) == pytest.approx(predicted, rel=0.05)
+
+
+def test_equilibrium_grad_sq_rejects_a_rate_or_batch_that_is_not_positive():
+    with pytest.raises(ValueError):
+        equilibrium_grad_sq(0.0, 32, 1.0)
+    with pytest.raises(ValueError):
+        equilibrium_grad_sq(0.01, 0, 1.0)

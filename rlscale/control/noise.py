@@ -68,6 +68,23 @@ def estimate(group_sq_norms: Sequence[float], group_sizes: Sequence[float],
     return NoiseSample(grad_sq, trace_sigma, b_small, b_big)
 
 
+def equilibrium_grad_sq(lr: float, batch: float, trace_metric_sigma: float) -> float:
+    """G^T P G that preconditioned SGD's noise alone holds up in equilibrium on a quadratic (appendix C).
+
+    The step theta <- theta - lr * P * g_B, on L = theta^T H theta / 2 with per-observation
+    gradient covariance Sigma, is plain SGD in phi = P^(-1/2) theta with Hessian
+    P^(1/2) H P^(1/2) and covariance P^(1/2) Sigma P^(1/2). Its stationary covariance M
+    solves H'M + MH' = (lr/B) Sigma' to first order in lr (the paper's M H + H M = (eps/B) Sigma),
+    and the trace of that equation times H' gives E[G^T P G] = lr * tr(PHP Sigma) / (2B): the
+    gradient a run at temperature lr/B keeps by noise alone, with no slope left to descend.
+    ``trace_metric_sigma`` is tr(PHP Sigma) per observation (``tr(H Sigma)`` for plain SGD, P = 1).
+    A measured G^T P G well below it says the run is not at that equilibrium.
+    """
+    if lr <= 0 or batch <= 0:
+        raise ValueError("the learning rate and the batch must be positive")
+    return lr * trace_metric_sigma / (2.0 * batch)
+
+
 def metric_estimate(group_sizes: Sequence[float], diagonal: Sequence[float],
                     cross: Sequence[float]) -> NoiseSample:
     """G^T M G and tr(M Sigma) for a metric M estimated on independent env groups (docs/noise-scale.md).

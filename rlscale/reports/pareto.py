@@ -161,20 +161,33 @@ def cell_noise_lines(runs: list[RunRecord], goal: float) -> list[str]:
     """Per grid cell: each noise scale averaged up to ``goal`` (up to the run's end where it fell short),
     the median over the cell's seeds; how a reading depends on the rate a run trains at (appendix C)."""
     signals = [s for s in tags.SIGNALS if any(tags.signal_tag(s) in r.scalars for r in runs)]
+    equilibrium = any(r.equilibrium_share() is not None for r in runs)
     lines = [f"noise scales averaged up to goal {goal:g} (median over seeds; * a seed fell short, read to its end):",
-             "batch  lr        lr/batch  " + "  ".join(f"{SIGNAL_COLUMNS[s]:>15}" for s in signals)]
+             "batch  lr        lr/batch  " + "  ".join(f"{SIGNAL_COLUMNS[s]:>15}" for s in signals)
+             + ("  equilibrium share" if equilibrium else "")]
     for (batch, lr), group in sorted(grid_cells(runs).items()):
-        hits = [r.goal(goal) for r in group]
+        until = [h.agent_steps if (h := r.goal(goal)) else None for r in group]
         medians = []
         for signal in signals:
-            values = [r.mean_noise_scale(signal, until=h.agent_steps if h else None) for r, h in zip(group, hits,
-                                                                                                    strict=True)]
-            values = [v for v in values if v is not None]
-            medians.append(format_number(float(np.median(values)) if values else None))
-        short = "*" if any(h is None for h in hits) else ""
+            values = [r.mean_noise_scale(signal, until=u) for r, u in zip(group, until, strict=True)]
+            medians.append(_median(values, format_number))
+        if equilibrium:
+            medians.append(_median([r.equilibrium_share(until=u) for r, u in zip(group, until, strict=True)],
+                                   lambda v: "-" if v is None else f"{v:.2f}"))
+        short = "*" if any(u is None for u in until) else ""
         lines.append(f"{batch:<6g} {lr:<9g} {f'{lr / batch:.2e}{short}':<10}"
                      + "  ".join(f"{m:>15}" for m in medians))
+    if equilibrium:
+        lines.append("equilibrium share: lr tr(PHP Sigma) / 2B (lr as clipped steps took it) over the measured "
+                     "G^T P G: the gradient appendix C's equilibrium holds by noise alone against the one measured "
+                     "(~1 there, <1 where a slope adds to it, >1 where the run is not near it)")
     return lines
+
+
+def _median(values: list[float | None], show) -> str:
+    """The median of the values that exist, shown; '-' where none does."""
+    present = [v for v in values if v is not None]
+    return show(float(np.median(present)) if present else None)
 
 
 def goal_noise(runs: list[RunRecord], hits: dict[int, GoalHit | None]) -> dict[tuple[int, str], float | None]:
@@ -497,7 +510,8 @@ def main(argv: list[str] | None = None) -> int:
                         "seed reached each goal")
     p.add_argument("--cells", action="store_true",
                    help="also print, per batch size and learning rate, each noise scale averaged up to the lowest "
-                        "goal (median over seeds): how the readings depend on the learning rate")
+                        "goal (median over seeds): how the readings depend on the learning rate; with the Hessian metrics "
+                        "measured, also the share of G^T P G that appendix C's equilibrium holds by noise alone")
     args = p.parse_args(argv)
     runs = load_runs(args.paths)
     fixed = [r for r in runs if r.cfg.control.batch == "fixed"]

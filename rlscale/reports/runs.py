@@ -19,6 +19,7 @@ import numpy as np
 
 from rlscale import tags
 from rlscale.config import Config, load_saved
+from rlscale.control.noise import equilibrium_grad_sq
 from rlscale.errors import UserError
 from rlscale.goals import GOAL_WINDOW, first_crossing, smoothed_returns, value_at
 from rlscale.reports.events import read_scalars
@@ -121,6 +122,32 @@ class RunRecord:
         batch = np.interp(steps, *self.scalars[tags.OPTIMIZER_BATCH])
         weights = 1.0 / (1.0 + values / batch)
         return float(np.sum(weights * values) / np.sum(weights))
+
+    def equilibrium_share(self, until: float | None = None) -> float | None:
+        """G^T P G that appendix C's equilibrium would hold by noise alone (lr tr(PHP Sigma) / 2B,
+        ``noise.equilibrium_grad_sq``) over the G^T P G measured, both averaged over the logged updates up
+        to a step. The rate is the one each step took: clipped to ``max_grad_norm``, a gradient of norm |g|
+        moves lr * max_grad_norm / |g|. About 1 in that equilibrium, below 1 where the gradient has a slope
+        beyond the noise's, above 1 where it is smaller than the noise alone would hold (the run is not near
+        that equilibrium). None without the preconditioned metrics or where either average is not positive."""
+        gpg_tag, php_tag = tags.METRIC_TAGS["precond"][1], tags.METRIC_TAGS["precond_hessian"][2]
+        if gpg_tag not in self.scalars or php_tag not in self.scalars:
+            return None
+        steps, gpg = self.scalars[gpg_tag]
+        keep = steps <= (np.inf if until is None else until)
+        steps, gpg = steps[keep], gpg[keep]
+        if not steps.size or gpg.mean() <= 0:
+            return None
+        lr = np.interp(steps, *self.scalars[tags.LR])
+        clip = self.cfg.agent.max_grad_norm
+        if clip > 0 and tags.GRAD_NORM in self.scalars:
+            norm = np.interp(steps, *self.scalars[tags.GRAD_NORM])
+            lr = lr * np.minimum(1.0, clip / np.where(np.isfinite(norm) & (norm > 0), norm, np.inf))
+        held = np.mean([equilibrium_grad_sq(rate, batch, trace) for rate, batch, trace in zip(
+            lr, np.interp(steps, *self.scalars[tags.OPTIMIZER_BATCH]), np.interp(steps, *self.scalars[php_tag]),
+            strict=True)])
+        # Negative curvature can make the trace's average negative: then there is no such equilibrium.
+        return float(held / gpg.mean()) if held > 0 else None
 
 
 def load_run(path: Path) -> RunRecord:
