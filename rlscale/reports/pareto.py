@@ -170,10 +170,10 @@ def cell_noise_lines(runs: list[RunRecord], goal: float) -> list[str]:
         medians = []
         for signal in signals:
             values = [r.mean_noise_scale(signal, until=u) for r, u in zip(group, until, strict=True)]
-            medians.append(_median(values, format_number))
+            medians.append(_median(values))
         if equilibrium:
             medians.append(_median([r.equilibrium_share(until=u) for r, u in zip(group, until, strict=True)],
-                                   lambda v: "-" if v is None else f"{v:.2f}"))
+                                   ".2f"))
         short = "*" if any(u is None for u in until) else ""
         lines.append(f"{batch:<6g} {lr:<9g} {f'{lr / batch:.2e}{short}':<10}"
                      + "  ".join(f"{m:>15}" for m in medians))
@@ -184,10 +184,10 @@ def cell_noise_lines(runs: list[RunRecord], goal: float) -> list[str]:
     return lines
 
 
-def _median(values: list[float | None], show) -> str:
-    """The median of the values that exist, shown; '-' where none does."""
+def _median(values: list[float | None], spec: str = ",.0f") -> str:
+    """The median of the values that exist, formatted as ``format_number`` does ('-' where none does)."""
     present = [v for v in values if v is not None]
-    return show(float(np.median(present)) if present else None)
+    return format_number(float(np.median(present)) if present else None, spec)
 
 
 def goal_noise(runs: list[RunRecord], hits: dict[int, GoalHit | None]) -> dict[tuple[int, str], float | None]:
