@@ -241,6 +241,7 @@ def test_adaptive_runs_are_placed_against_the_fitted_front_and_its_knee():
     assert critical["S / S_min"].startswith("2.50 [")  # 5,000 / 40 / 50
     assert critical["E / E_min"].startswith("2.50 [")  # 5,000 / 2,000
     assert critical["at the knee (both <= 2.5)"] == "yes"
+    assert (critical["its batch"], critical["ramp / S_min"]) == ("80", "0.00")  # it never moved: no ramp
     slow = rows["auto from 80 lr 0.0007 noise a0.5 min-gain 0.05 avg 20000 cooldown 5000"]
     assert slow["reached"] == "3/5" and slow["S / S_min"].startswith("8.40 [")  # 16,800 / 40 / 50
     assert slow["at the knee (both <= 2.5)"] == "no"
@@ -248,7 +249,7 @@ def test_adaptive_runs_are_placed_against_the_fitted_front_and_its_knee():
 
 
 def test_batch_path_follows_the_batch_and_its_target_up_to_the_goal():
-    from rlscale.reports.study import batch_path
+    from rlscale.reports.runs import batch_path
 
     run = record("a", "auto", 8, 10_000, 0.01)  # reaches goal 475 at step 11,800
     steps = run.scalars["batch/optimizer_batch"][0]
@@ -257,8 +258,17 @@ def test_batch_path_follows_the_batch_and_its_target_up_to_the_goal():
     path = batch_path(run, 475.0)
     assert (path.start, path.low, path.high, path.at_goal) == (40.0, 40.0, 160.0, 160.0)  # the shrink came later
     assert path.target_low == 100.0 and path.target_high == 200.0
+    # Up to the goal 49 updates logged at 40 and 69 at 160: it trained at 160, reached at step 5,000 = 125 updates.
+    assert (path.median, path.ramp_updates) == (160.0, 125.0)
     never = batch_path(run, 600.0)  # not reached: its whole run
     assert (never.low, never.high, never.at_goal) == (20.0, 160.0, 20.0)
+    assert never.median == 100.0  # 51 updates at 20, 49 at 40, 100 at 160; first at or above 100 at step 5,000
+    assert never.ramp_updates == 125.0
+    shrinking = record("s", "auto", 64, 10_000, 0.01)  # starts at 320, then 80 from step 2,000
+    steps = shrinking.scalars["batch/optimizer_batch"][0]
+    shrinking.scalars["batch/optimizer_batch"] = (steps, np.where(steps < 2_000, 320.0, 80.0))
+    down = batch_path(shrinking, 475.0)
+    assert (down.start, down.median, down.ramp_updates) == (320.0, 80.0, 50.0)  # reached 80 going down
 
 
 def test_model_check_sets_the_cost_models_time_ratios_beside_the_measured_ones(capsys):

@@ -51,6 +51,7 @@ from rlscale.reports.runs import (
     GoalHit,
     RunRecord,
     add_run_arguments,
+    batch_path,
     format_interval,
     format_number,
     goals_of,
@@ -384,7 +385,9 @@ KNEE = 2.5
 
 
 def adaptive_rows(results: list[GoalResult], adaptive: list[RunRecord]) -> list[dict[str, str]]:
-    """Per fitted goal and adaptive variant: S/S_min and E/E_min over its seeds (median [95 %])."""
+    """Per fitted goal and adaptive variant, medians over its seeds: S/S_min and E/E_min ([95 %]), the batch
+    it trained at up to the goal (each run's median) and its ramp, the optimizer steps it took to get there,
+    over S_min (a stretch not much longer than the ramp cannot put a run at the knee whatever it follows)."""
     by_variant: dict[str, list[RunRecord]] = defaultdict(list)
     for run in adaptive:
         by_variant[variant_of(run)].append(run)
@@ -396,11 +399,16 @@ def adaptive_rows(results: list[GoalResult], adaptive: list[RunRecord]) -> list[
             hits = [run.goal(r.goal) for run in group]
             steps = median_interval(np.array([h.updates / r.fit.s_min if h else math.inf for h in hits]))
             examples = median_interval(np.array([h.examples / r.fit.e_min if h else math.inf for h in hits]))
+            paths = [p for p in (batch_path(run, r.goal) for run in group) if p is not None]
+            batch = float(np.median([p.median for p in paths])) if paths else None
+            ramp = float(np.median([p.ramp_updates for p in paths])) / r.fit.s_min if paths else None
             knee = steps[0] <= KNEE and examples[0] <= KNEE
             rows.append({"goal": f"{r.goal:g}", "variant": variant,
                          "reached": f"{sum(h is not None for h in hits)}/{len(hits)}",
                          "S / S_min": format_interval(steps, spec=".2f"),
                          "E / E_min": format_interval(examples, spec=".2f"),
+                         "its batch": format_number(batch),
+                         "ramp / S_min": format_number(ramp, ".2f"),
                          f"at the knee (both <= {KNEE:g})": "yes" if knee else "no"})
     return rows
 
@@ -504,7 +512,7 @@ def write_csv(rows: list[dict], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="python -m rlscale.pareto", description=__doc__.splitlines()[0])
     add_run_arguments(p, "a sweep directory, or run directories")
-    p.add_argument("--out-dir", type=Path, help="where the CSV and PNGs go (default: the sweep directory)")
+    p.add_argument("--out-dir", type=Path, help="where the CSV and PNGs go (default: the sweep directory when one is given, else the current directory)")
     p.add_argument("--crossings", action="store_true",
                    help="also print, per batch size and learning rate, the agent steps (thousands) at which each "
                         "seed reached each goal")

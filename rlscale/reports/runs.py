@@ -200,6 +200,43 @@ def optimizer_batch(run: RunRecord) -> float:
     return run.cfg.env.n_envs * run.cfg.observations_per_env
 
 
+@dataclass
+class BatchPath:
+    """Where one adaptive run's batch went up to a goal (optimizer batches, observations)."""
+
+    start: float
+    low: float
+    high: float
+    at_goal: float
+    target_low: float  # 10th and 90th percentiles of the target the controller aimed at
+    target_high: float
+    median: float  # over its logged updates up to the goal: the batch it trained at
+    # Optimizer steps taken before its batch first reached that median from where it started: the
+    # controller's way there (its cool-down between resizes), which a short stretch can be mostly made of.
+    ramp_updates: float
+
+
+def batch_path(run: RunRecord, goal: float) -> BatchPath | None:
+    """Up to where the run reached ``goal`` (its end if it never did); None without a logged batch."""
+    if tags.OPTIMIZER_BATCH not in run.scalars:
+        return None
+    hit = run.goal(goal)
+    steps, batches = run.scalars[tags.OPTIMIZER_BATCH]
+    until = hit.agent_steps if hit else steps[-1]
+    within = steps <= until if (steps <= until).any() else np.arange(steps.size) < 1
+    upto, upto_steps = batches[within], steps[within]
+    target_steps, targets = run.scalars.get(tags.TARGET, (np.array([]), np.array([])))
+    aimed = targets[(target_steps <= until) & np.isfinite(targets)]
+    low, high = np.percentile(aimed, [10, 90]) if aimed.size else (math.nan, math.nan)
+    start = optimizer_batch(run)
+    median = float(np.median(upto))
+    arrived = upto >= median if median >= start else upto <= median
+    reached_at = float(upto_steps[np.argmax(arrived)])
+    ramp = run.counter_at(tags.UPDATES, reached_at) if median != start else 0.0
+    return BatchPath(start, float(upto.min()), float(upto.max()), float(upto[-1]), float(low), float(high),
+                     median, ramp)
+
+
 def variant_of(run: RunRecord) -> str:
     """'fixed 80 lr 0.0007' for a fixed optimizer batch, else the batch control with its first batch,
     learning-rate rule, noise average and cool-down ('auto from 40 lr 0.0007 noise a1 avg 20000 cooldown 5000')."""

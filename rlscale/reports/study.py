@@ -40,8 +40,10 @@ from rlscale.errors import exits_cleanly
 from rlscale.reports.plan import checked_crit_ratio, crit_ratio_of, steps_per_update, stretches_of
 from rlscale.reports.plot import save_figure
 from rlscale.reports.runs import (
+    BatchPath,
     RunRecord,
     add_run_arguments,
+    batch_path,
     format_interval,
     format_number,
     goals_of,
@@ -132,33 +134,6 @@ def print_verdict(runs: list[RunRecord], table: list[Cell]) -> None:
             against_start = f"{format_number(realised, '.2f')}x the speed of {start}; "
         print(f"  {variant}: median wall {format_interval(own.wall, 60, ',.2f')} min; {against_start}"
               f"{format_number(own.wall[0] / best.wall[0], '.2f')}x the time of the best fixed" + model)
-
-
-@dataclass
-class BatchPath:
-    """Where one adaptive run's batch went up to a goal (optimizer batches, observations)."""
-
-    start: float
-    low: float
-    high: float
-    at_goal: float
-    target_low: float  # 10th and 90th percentiles of the target the controller aimed at
-    target_high: float
-
-
-def batch_path(run: RunRecord, goal: float) -> BatchPath | None:
-    """Up to where the run reached ``goal`` (its end if it never did); None without a logged batch."""
-    if tags.OPTIMIZER_BATCH not in run.scalars:
-        return None
-    hit = run.goal(goal)
-    steps, batches = run.scalars[tags.OPTIMIZER_BATCH]
-    until = hit.agent_steps if hit else steps[-1]
-    upto = batches[steps <= until] if (steps <= until).any() else batches[:1]
-    target_steps, targets = run.scalars.get(tags.TARGET, (np.array([]), np.array([])))
-    aimed = targets[(target_steps <= until) & np.isfinite(targets)]
-    low, high = np.percentile(aimed, [10, 90]) if aimed.size else (math.nan, math.nan)
-    return BatchPath(optimizer_batch(run), float(upto.min()), float(upto.max()), float(upto[-1]),
-                     float(low), float(high))
 
 
 def print_batch_paths(runs: list[RunRecord], goal: float) -> None:
