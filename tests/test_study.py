@@ -288,3 +288,33 @@ def test_model_check_sets_the_cost_models_time_ratios_beside_the_measured_ones(c
     predicted = time_per_progress(Fit(a, b), 160, 400) / time_per_progress(Fit(a, b), 40, 400)
     assert "B_crit = 400" in out and "relative to fixed 40 lr 0.0007" in out
     assert f"fixed 160 lr 0.0007: predicted {predicted:.2f}x, measured 3.00x" in out  # walls 0.03 vs 0.01 per step
+
+
+def test_self_consistent_batch_is_where_the_reading_at_each_best_rate_equals_the_batch():
+    """pareto: B_simple read at each batch size's best learning rate, against the batch. A constant reading of
+    100 equals the batch at exactly 100 (log-log interpolation between 80 and 160); a slower rate's reading
+    at the same batch does not enter; readings above or below every batch tried are named as such."""
+    from rlscale.reports.pareto import SelfConsistent, analyse, self_consistent_lines
+
+    def grid(reading: float) -> list[RunRecord]:
+        out = []
+        for n_envs, reach in ((8, 12_000), (16, 8_000), (32, 6_000)):  # batches 40, 80, 160
+            for seed in range(2):
+                best = record(f"b{n_envs}-s{seed}", "fixed", n_envs, reach, 0.01, b_simple=reading)
+                slow = record(f"b{n_envs}-slow-s{seed}", "fixed", n_envs, 2 * reach, 0.01, b_simple=50 * reading)
+                slow.cfg.agent.lr = 1e-4  # a worse rate at the same batch, reading 50x higher
+                for run in (best, slow):
+                    run.scalars["noise/b_simple_total"] = run.scalars.pop("noise/b_simple")
+                out += [best, slow]
+        return out
+
+    (result,) = analyse(grid(100.0), [250.0])
+    assert result.self_consistent["total"].batch == pytest.approx(100.0)
+    assert result.intervals["self total"] == pytest.approx((100.0 / result.fit.b_crit,) * 2)  # no seed spread
+    (line,) = [x for x in self_consistent_lines([result]) if "goal 250" in x]
+    assert f"B_simple total 100 ({100.0 / result.fit.b_crit:.2f} [" in line
+    (above,) = analyse(grid(1_000.0), [250.0])
+    assert above.self_consistent["total"] == SelfConsistent(None, "above")
+    assert f"B_simple total > 160 (> {160 / above.fit.b_crit:.2f})" in self_consistent_lines([above])[1]
+    (below,) = analyse(grid(10.0), [250.0])
+    assert below.self_consistent["total"] == SelfConsistent(None, "below")

@@ -58,6 +58,20 @@ def test_a_busy_core_drops_a_thread_and_its_end_restores_it():
     assert set(counts) == {2} and notes[0].startswith("keeping 2: 1.")
 
 
+def test_a_long_busy_stretch_does_not_delay_the_return_to_every_thread():
+    """Twenty minutes beside a busy process double the wait between looks at two threads to minutes; once
+    the updates at one thread run faster than when the last look failed, it looks again at once."""
+    governor = ThreadGovernor(2)
+    drive(governor, QUIET.get, 50)  # the early look, back to 2
+    counts, notes = drive(governor, BUSY.get, 600, start=100)  # 1,200 s busy
+    assert counts[-1] == 1 and sum(n.startswith("back to 1: 2 ran at 0.2") for n in notes) >= 4
+    assert governor._wait >= 16 * governor.retry_seconds  # without the reset: minutes before the next look
+    counts, notes = drive(governor, QUIET.get, 50, start=1_300)
+    assert notes[0] == "trying 2: checking whether a core came free" and notes[1].startswith("keeping 2: 1.3")
+    back = counts.index(2)
+    assert back <= governor.window + 1 and set(counts[back:]) == {2}
+
+
 def test_a_machine_slower_at_every_count_keeps_its_threads():
     """All counts slowed alike (a throttled CPU): one trial of one thread fewer, and back."""
     governor = ThreadGovernor(2)

@@ -9,14 +9,20 @@ value loss), each averaged over training up to the goal (appendix D), with
 their ratio to B_crit.
 
 Each ratio comes with a 95 % bootstrap interval over the seeds (``bootstrap_ratios``).
+The readings depend on the batch and rate a run trains at, so each noise scale
+also gets its self-consistent batch: where, read at each batch size's best
+rate, it equals the batch (``self_consistent_batch``), the batch a `critical`
+run with that rate settles at; and its ratio to B_crit.
 
 Seeds: a (batch size, learning rate) pair counts for a goal only if every one
 of its seeds reached it; its S and E are the geometric means over the seeds.
 The best learning rate is the one with the fewest steps. Adaptive runs given
 alongside are drawn as points on the same axes and do not enter the fit; per
 goal and adaptive variant a table gives their S/S_min and E/E_min (median over
-seeds, 95 % bootstrap interval) and whether they trained at the front's knee:
-both at most 2.5 (at B = B_crit eq. 2.11 gives 2 and 2).
+seeds, 95 % bootstrap interval), the batch each trained at and the optimizer
+steps its controller took to get there (its ramp, over S_min), and whether they
+trained at the front's knee: both at most 2.5 (at B = B_crit eq. 2.11 gives 2
+and 2).
 
 It says where a batch size's best learning rate is the lowest or highest its
 grid tried (the front's point may lie outside the grid), and ``--crossings``
@@ -75,6 +81,14 @@ class FrontPoint:
     agent_steps: list[float]  # where each seed reached the goal
 
 
+@dataclass(frozen=True)
+class SelfConsistent:
+    """Where a noise scale, read at each batch size's best learning rate, equals the batch."""
+
+    batch: float | None  # the crossing; None where it lies outside the grid
+    outside: str = ""  # then: "above" (still above the batch at the largest one read) or "below" (at every one)
+
+
 @dataclass
 class GoalResult:
     goal: float
@@ -82,7 +96,9 @@ class GoalResult:
     fit: ParetoFit | None
     noise: dict[str, float | None]  # part -> B_simple averaged up to the goal
     message: str = ""
-    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)  # signal -> 95 % of its ratio
+    # signal -> 95 % of its ratio to B_crit ("self <signal>": of its self-consistent batch's)
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    self_consistent: dict[str, SelfConsistent] = field(default_factory=dict)  # signal -> its crossing
 
 
 def grid_cells(runs: list[RunRecord]) -> dict[tuple[float, float], list[RunRecord]]:
@@ -204,10 +220,32 @@ def averaged_noise(points: list[FrontPoint], part: str, noise: dict[tuple[int, s
     return float(np.mean(values)) if values else None
 
 
+def self_consistent_batch(points: list[FrontPoint], signal: str,
+                          noise: dict[tuple[int, str], float | None]) -> SelfConsistent | None:
+    """The batch B at which ``signal``, averaged up to the goal at each batch size's best learning rate (the
+    front's points), equals B: the first crossing from above, interpolated in log-log between batch sizes.
+
+    The readings depend on the batch and rate a run trains at (``--cells``), so a `critical` run settles
+    where its reading and its batch agree; with a rate that follows the best one per batch, at this point.
+    None with fewer than two batch sizes read."""
+    read = []
+    for point in points:
+        values = [v for run in point.runs if (v := noise.get((id(run), signal))) is not None]
+        if values:
+            read.append((point.batch, math.log(float(np.mean(values)) / point.batch)))
+    if len(read) < 2:
+        return None
+    for (b0, r0), (b1, r1) in zip(read, read[1:], strict=False):
+        if r0 >= 0 > r1:
+            return SelfConsistent(math.exp(math.log(b0) + r0 / (r0 - r1) * (math.log(b1) - math.log(b0))))
+    return SelfConsistent(None, "above" if read[-1][1] >= 0 else "below")
+
+
 def bootstrap_ratios(runs: list[RunRecord], goal: float, draws: int = 200, seed: int = 0,
                      hits: dict[int, GoalHit | None] | None = None,
                      noise: dict[tuple[int, str], float | None] | None = None) -> dict[str, tuple[float, float]]:
-    """95 % percentile intervals of each signal's ratio to B_crit at a goal.
+    """95 % percentile intervals of each signal's ratio to B_crit at a goal (and, keyed 'self <signal>',
+    of its self-consistent batch's ratio, over the draws whose crossing lies inside the grid).
 
     Each draw resamples the seeds of every (batch size, learning rate) cell with
     replacement, then does what ``analyse`` does: the best learning rate per batch,
@@ -232,6 +270,9 @@ def bootstrap_ratios(runs: list[RunRecord], goal: float, draws: int = 200, seed:
             value = averaged_noise(points, signal, noise)
             if value is not None:
                 ratios[signal].append(value / fit.b_crit)
+            crossing = self_consistent_batch(points, signal, noise)
+            if crossing is not None and crossing.batch is not None:
+                ratios[f"self {signal}"].append(crossing.batch / fit.b_crit)
     return {signal: (float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5)))
             for signal, v in ratios.items() if len(v) > draws / 2}
 
@@ -248,8 +289,34 @@ def analyse(runs: list[RunRecord], goals: list[float]) -> list[GoalResult]:
                                       f"reached at {len(points)} batch size(s); {MIN_POINTS} are needed to fit"))
             continue
         fit = fit_pareto(np.array([p.steps for p in points]), np.array([p.examples for p in points]))
-        results.append(GoalResult(goal, points, fit, noise, intervals=bootstrap_ratios(runs, goal, hits=hits, noise=at_goal)))
+        crossings = {signal: c for signal in tags.SIGNALS if (c := self_consistent_batch(points, signal, at_goal))}
+        results.append(GoalResult(goal, points, fit, noise, intervals=bootstrap_ratios(runs, goal, hits=hits, noise=at_goal),
+                                  self_consistent=crossings))
     return results
+
+
+def self_consistent_lines(results: list[GoalResult]) -> list[str]:
+    """Per fitted goal: each signal's self-consistent batch and its ratio to B_crit [95 %]."""
+    lines = []
+    for r in results:
+        if r.fit is None or not r.self_consistent:
+            continue
+        parts = []
+        for signal, crossing in r.self_consistent.items():
+            largest, smallest = r.points[-1].batch, r.points[0].batch
+            if crossing.batch is None:
+                bound = largest if crossing.outside == "above" else smallest
+                sign = ">" if crossing.outside == "above" else "<"
+                parts.append(f"{SIGNAL_COLUMNS[signal]} {sign} {bound:,.0f} ({sign} {bound / r.fit.b_crit:.2f})")
+                continue
+            low, high = r.intervals.get(f"self {signal}", (None, None))
+            interval = f" [{low:.2g}, {high:.2g}]" if low is not None else ""
+            parts.append(f"{SIGNAL_COLUMNS[signal]} {crossing.batch:,.0f} ({crossing.batch / r.fit.b_crit:.2f}{interval})")
+        lines.append(f"  goal {r.goal:g}: " + " | ".join(parts))
+    if lines:
+        lines.insert(0, "self-consistent batch: where each noise scale, read at each batch size's best learning rate, "
+                        "equals the batch (where `critical` settles if its rate follows the best one), ÷ B_crit [95 %]:")
+    return lines
 
 
 def reading_before(scalars: tuple[np.ndarray, np.ndarray], step: float) -> float | None:
@@ -555,6 +622,9 @@ def main(argv: list[str] | None = None) -> int:
         print("met as soon as it could be seen (S and E there are the wait for episodes to end, not training; "
               "for branches: fork below the goals, or pick goals further above the trunk's score):")
         print("\n".join(f"  {line}" for line in first_sight))
+    self_lines = self_consistent_lines(results)
+    if self_lines:
+        print("\n".join(self_lines))
     reading = branch_reading(fixed)
     branch_lines = branch_point_lines(reading, results)
     if branch_lines:

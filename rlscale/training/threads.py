@@ -20,7 +20,12 @@ quiet machine and a busy one, so the learner watches its own update times:
   run started beside a busy process ran at 0.32x its quiet speed, untouched);
 * below the full count it tries one thread more (the busy process may have
   ended); these looks wait ``retry_seconds``, twice as long after each that
-  changed nothing (a trial at the wrong count is slow: it should be rare).
+  changed nothing (a trial at the wrong count is slow: it should be rare),
+  but when the updates at the current count have become ``margin`` faster
+  than when the last look failed, the load has changed and it looks again
+  at once (after twenty minutes beside two busy processes, the doubled wait
+  kept the default Pong run at one thread, 0.65x its quiet speed, for
+  minutes after they ended: docs/notebook/performance.md, 2026-11-27).
 
 Nothing changes in the first ``settle_seconds`` (start-up is slow for other
 reasons) or for updates shorter than ``min_update_seconds`` (their timing is
@@ -56,6 +61,9 @@ class ThreadGovernor:
     _last_trial: float = float("-inf")
     _wait: float = field(init=False)
     _explored: bool = False  # the one look at one thread fewer, early in the run
+    # The reading at the current count when a look at more threads last failed: a reading this much
+    # faster (``margin``) means the load changed since, so the doubled wait no longer applies.
+    _failed_from: float | None = None
 
     def __post_init__(self) -> None:
         self.threads = self.most
@@ -87,6 +95,8 @@ class ThreadGovernor:
             return self._try(self.threads - 1, reading, now,
                              f"updates {ratio:.1f}x slower than their quietest at {self.threads}: "
                              "a core is busy elsewhere")
+        if self._failed_from is not None and self._failed_from >= self.margin * reading:
+            self._wait, self._failed_from = self.retry_seconds, None
         if since < self._wait:
             return None
         if not self._explored and self.threads > 1:
@@ -111,8 +121,10 @@ class ThreadGovernor:
         self._recent.clear()
         speedup = before_reading / reading
         if speedup >= self.margin:
-            self._wait = self.retry_seconds
+            self._wait, self._failed_from = self.retry_seconds, None
             return self.threads, f"keeping {self.threads}: {speedup:.2f}x the speed of {before}"
         self._wait *= 2
         tried, self.threads = self.threads, before
+        if tried > before:
+            self._failed_from = before_reading
         return before, f"back to {before}: {tried} ran at {speedup:.2f}x its speed"
