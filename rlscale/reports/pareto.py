@@ -228,11 +228,8 @@ def self_consistent_batch(points: list[FrontPoint], signal: str,
     The readings depend on the batch and rate a run trains at (``--cells``), so a `critical` run settles
     where its reading and its batch agree; with a rate that follows the best one per batch, at this point.
     None with fewer than two batch sizes read."""
-    read = []
-    for point in points:
-        values = [v for run in point.runs if (v := noise.get((id(run), signal))) is not None]
-        if values:
-            read.append((point.batch, math.log(float(np.mean(values)) / point.batch)))
+    read = [(point.batch, math.log(value / point.batch)) for point in points
+            if (value := averaged_noise([point], signal, noise)) is not None]
     if len(read) < 2:
         return None
     for (b0, r0), (b1, r1) in zip(read, read[1:], strict=False):
@@ -302,8 +299,8 @@ def self_consistent_lines(results: list[GoalResult]) -> list[str]:
         if r.fit is None or not r.self_consistent:
             continue
         parts = []
+        largest, smallest = r.points[-1].batch, r.points[0].batch
         for signal, crossing in r.self_consistent.items():
-            largest, smallest = r.points[-1].batch, r.points[0].batch
             if crossing.batch is None:
                 bound = largest if crossing.outside == "above" else smallest
                 sign = ">" if crossing.outside == "above" else "<"

@@ -223,7 +223,8 @@ def batch_path(run: RunRecord, goal: float) -> BatchPath | None:
     hit = run.goal(goal)
     steps, batches = run.scalars[tags.OPTIMIZER_BATCH]
     until = hit.agent_steps if hit else steps[-1]
-    within = steps <= until if (steps <= until).any() else np.arange(steps.size) < 1
+    within = steps <= until
+    within[0] = True  # a goal met before the first logged update: that update's batch
     upto, upto_steps = batches[within], steps[within]
     target_steps, targets = run.scalars.get(tags.TARGET, (np.array([]), np.array([])))
     aimed = targets[(target_steps <= until) & np.isfinite(targets)]
