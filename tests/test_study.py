@@ -46,8 +46,23 @@ def test_runs_that_follow_another_noise_scale_are_another_variant():
     total, hessian = record("a", "critical", 8, 4_000, 0.01), record("b", "critical", 8, 4_000, 0.01)
     hessian.cfg.control.signal = "hessian"
     assert "follows" not in variant_of(total)  # the default signal keeps the names of earlier studies
-    assert variant_of(hessian) == variant_of(total).replace(" avg", " follows B_noise avg")
+    assert variant_of(hessian) == variant_of(total).replace(" avg", " follows B_noise avg") + " every 100"
     assert len({c.variant for c in cells([total, hessian], [475.0])}) == 2
+
+
+def test_a_wider_band_or_another_curvature_cadence_names_its_own_variant():
+    """The band and, for a signal read on the curvature cadence, how often it is read change what the
+    controller does with the same signal: pooling such runs would mix two controllers."""
+    plain, banded = record("a", "critical", 8, 4_000, 0.01), record("b", "critical", 8, 4_000, 0.01)
+    banded.cfg.control.hysteresis = 2.0
+    assert variant_of(banded) == variant_of(plain) + " band 2"
+    every_batch, every_fifth = record("c", "critical", 8, 4_000, 0.01), record("d", "critical", 8, 4_000, 0.01)
+    for run, k in ((every_batch, 1), (every_fifth, 5)):
+        run.cfg.control.signal, run.cfg.noise.curvature_every = "hessian", k
+    assert variant_of(every_batch).endswith("follows B_noise avg 20000 cooldown 5000 every 1")
+    assert variant_of(every_fifth).endswith(" every 5")
+    plain.cfg.noise.curvature_every = 1  # B_simple is read every batch whatever the cadence
+    assert "every" not in variant_of(plain)
 
 
 def test_a_clipped_noise_average_names_its_own_variant():
@@ -242,6 +257,13 @@ def test_adaptive_runs_are_placed_against_the_fitted_front_and_its_knee():
     assert critical["E / E_min"].startswith("2.50 [")  # 5,000 / 2,000
     assert critical["at the knee (both <= 2.5)"] == "yes"
     assert (critical["its batch"], critical["ramp / S_min"]) == ("80", "0.00")  # it never moved: no ramp
+    assert critical["swing"] == "1.0"
+    assert critical["its reading"] == "400"  # record()'s B_simple, the signal it follows
+    for run, (low, high) in zip(near, ((20, 320), (40, 160), (80, 320), (10, 1_280), (80, 80)), strict=True):
+        steps, batches = run.scalars["batch/optimizer_batch"]
+        run.scalars["batch/optimizer_batch"] = (steps, np.where(steps < 1_000, low, np.where(steps < 2_000, high, 80.0)))
+    swung = {row["variant"]: row for row in adaptive_rows([GoalResult(475.0, [], fit, {})], near)}
+    assert swung["critical from 80 lr 0.0007 avg 20000 cooldown 5000"]["swing"] == "4.0"  # median of 16, 4, 4, 128, 1
     slow = rows["auto from 80 lr 0.0007 noise a0.5 min-gain 0.05 avg 20000 cooldown 5000"]
     assert slow["reached"] == "3/5" and slow["S / S_min"].startswith("8.40 [")  # 16,800 / 40 / 50
     assert slow["at the knee (both <= 2.5)"] == "no"
@@ -310,6 +332,7 @@ def test_self_consistent_batch_is_where_the_reading_at_each_best_rate_equals_the
 
     (result,) = analyse(grid(100.0), [250.0])
     assert result.self_consistent["total"].batch == pytest.approx(100.0)
+    assert result.self_consistent["total"].loop_gain == pytest.approx(1.0)  # a flat reading: its error as it is
     assert result.intervals["self total"] == pytest.approx((100.0 / result.fit.b_crit,) * 2)  # no seed spread
     (line,) = [x for x in self_consistent_lines([result]) if "goal 250" in x]
     assert f"B_simple total 100 ({100.0 / result.fit.b_crit:.2f} [" in line
@@ -318,3 +341,29 @@ def test_self_consistent_batch_is_where_the_reading_at_each_best_rate_equals_the
     assert f"B_simple total > 160 (> {160 / above.fit.b_crit:.2f})" in self_consistent_lines([above])[1]
     (below,) = analyse(grid(10.0), [250.0])
     assert below.self_consistent["total"] == SelfConsistent(None, "below")
+
+
+def test_the_loop_gain_is_how_far_the_settling_batch_moves_per_error_in_the_reading():
+    """A reading that grows as 10 sqrt(B) equals the batch at B = 100, with slope 1/2 there: a reading 10 %
+    high (11 sqrt(B)) settles at 121, 1.1^2, so the gain 1 / (1 - slope) is 2. A reading that does not move
+    with the batch has gain 1: its error passes to the batch as it is."""
+    from rlscale.reports.pareto import analyse, self_consistent_lines
+
+    def grid(scale: float) -> list[RunRecord]:
+        out = []
+        for n_envs, reach in ((8, 12_000), (16, 8_000), (32, 6_000)):  # batches 40, 80, 160
+            for seed in range(2):
+                run = record(f"b{n_envs}-s{seed}", "fixed", n_envs, reach, 0.01,
+                             b_simple=scale * math.sqrt(5.0 * n_envs))
+                run.scalars["noise/b_simple_total"] = run.scalars.pop("noise/b_simple")
+                out.append(run)
+        return out
+
+    (result,) = analyse(grid(10.0), [250.0])
+    crossing = result.self_consistent["total"]
+    assert crossing.batch == pytest.approx(100.0) and crossing.slope == pytest.approx(0.5)
+    assert crossing.loop_gain == pytest.approx(2.0)
+    assert result.intervals["gain total"] == pytest.approx((2.0, 2.0))  # no seed spread
+    assert "gain 2.0 [2.0, 2.0]" in self_consistent_lines([result])[1]
+    (high,) = analyse(grid(11.0), [250.0])
+    assert high.self_consistent["total"].batch == pytest.approx(121.0)

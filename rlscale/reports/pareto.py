@@ -87,6 +87,15 @@ class SelfConsistent:
 
     batch: float | None  # the crossing; None where it lies outside the grid
     outside: str = ""  # then: "above" (still above the batch at the largest one read) or "below" (at every one)
+    # d log(reading) / d log(batch) between the two batch sizes around the crossing (< 1 there by construction).
+    # A controller that follows the reading settles where reading = batch, so an error e in log(reading) moves
+    # that point by e / (1 - slope): the closer the slope is to 1, the more the loop magnifies the scatter.
+    slope: float | None = None
+
+    @property
+    def loop_gain(self) -> float | None:
+        """How many times the reading's own (log) error the batch a `critical` run settles at moves by."""
+        return None if self.slope is None else 1.0 / (1.0 - self.slope)
 
 
 @dataclass
@@ -234,7 +243,11 @@ def self_consistent_batch(points: list[FrontPoint], signal: str,
         return None
     for (b0, r0), (b1, r1) in zip(read, read[1:], strict=False):
         if r0 >= 0 > r1:
-            return SelfConsistent(math.exp(math.log(b0) + r0 / (r0 - r1) * (math.log(b1) - math.log(b0))))
+            span = math.log(b1) - math.log(b0)
+            logs = np.log([b for b, _ in read])
+            # Over every batch read, not the two around the crossing: one cell's seeds move a two-point slope a lot.
+            slope = 1.0 + float(np.polyfit(logs, [r for _, r in read], 1)[0])
+            return SelfConsistent(math.exp(math.log(b0) + r0 / (r0 - r1) * span), slope=slope)
     return SelfConsistent(None, "above" if read[-1][1] >= 0 else "below")
 
 
@@ -270,6 +283,7 @@ def bootstrap_ratios(runs: list[RunRecord], goal: float, draws: int = 200, seed:
             crossing = self_consistent_batch(points, signal, noise)
             if crossing is not None and crossing.batch is not None:
                 ratios[f"self {signal}"].append(crossing.batch / fit.b_crit)
+                ratios[f"gain {signal}"].append(crossing.loop_gain)
     return {signal: (float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5)))
             for signal, v in ratios.items() if len(v) > draws / 2}
 
@@ -308,11 +322,16 @@ def self_consistent_lines(results: list[GoalResult]) -> list[str]:
                 continue
             low, high = r.intervals.get(f"self {signal}", (None, None))
             interval = f" [{low:.2g}, {high:.2g}]" if low is not None else ""
-            parts.append(f"{SIGNAL_COLUMNS[signal]} {crossing.batch:,.0f} ({crossing.batch / r.fit.b_crit:.2f}{interval})")
+            low, high = r.intervals.get(f"gain {signal}", (None, None))
+            gain = f"gain {crossing.loop_gain:.1f}" + (f" [{low:.1f}, {high:.1f}]" if low is not None else "")
+            parts.append(f"{SIGNAL_COLUMNS[signal]} {crossing.batch:,.0f} ({crossing.batch / r.fit.b_crit:.2f}{interval}; "
+                         f"{gain})")
         lines.append(f"  goal {r.goal:g}: " + " | ".join(parts))
     if lines:
         lines.insert(0, "self-consistent batch: where each noise scale, read at each batch size's best learning rate, "
-                        "equals the batch (where `critical` settles if its rate follows the best one), ÷ B_crit [95 %]:")
+                        "equals the batch (where `critical` settles if its rate follows the best one), ÷ B_crit [95 %]; "
+                        "gain: 1 / (1 - the reading's slope with the batch there), how many times an error in the "
+                        "reading the batch it settles at moves by:")
     return lines
 
 
@@ -450,8 +469,11 @@ KNEE = 2.5
 
 def adaptive_rows(results: list[GoalResult], adaptive: list[RunRecord]) -> list[dict[str, str]]:
     """Per fitted goal and adaptive variant, medians over its seeds: S/S_min and E/E_min ([95 %]), the batch
-    it trained at up to the goal (each run's median) and its ramp, the optimizer steps it took to get there,
-    over S_min (a stretch not much longer than the ramp cannot put a run at the knee whatever it follows)."""
+    it trained at up to the goal (each run's median), the noise scale it followed averaged up to the goal
+    (the fixed cells' weighting, so the two compare), its ramp, the optimizer steps it took to get there,
+    over S_min (a stretch not much longer than the ramp cannot put a run at the knee whatever it follows),
+    and its swing, the largest over the smallest batch up to the goal (a run that follows its reading's
+    scatter loses steps at the small batches it visits)."""
     by_variant: dict[str, list[RunRecord]] = defaultdict(list)
     for run in adaptive:
         by_variant[variant_of(run)].append(run)
@@ -466,13 +488,20 @@ def adaptive_rows(results: list[GoalResult], adaptive: list[RunRecord]) -> list[
             paths = [p for p in (batch_path(run, r.goal) for run in group) if p is not None]
             batch = float(np.median([p.median for p in paths])) if paths else None
             ramp = float(np.median([p.ramp_updates for p in paths])) / r.fit.s_min if paths else None
+            swing = float(np.median([p.high / p.low for p in paths])) if paths else None
+            # What it followed, averaged up to the goal as the fixed cells' readings are (eq. D.1 weights).
+            readings = [v for run, h in zip(group, hits, strict=True)
+                        if (v := run.mean_noise_scale(until=h.agent_steps if h else None)) is not None]
+            reading = float(np.median(readings)) if readings else None
             knee = steps[0] <= KNEE and examples[0] <= KNEE
             rows.append({"goal": f"{r.goal:g}", "variant": variant,
                          "reached": f"{sum(h is not None for h in hits)}/{len(hits)}",
                          "S / S_min": format_interval(steps, spec=".2f"),
                          "E / E_min": format_interval(examples, spec=".2f"),
                          "its batch": format_number(batch),
+                         "its reading": format_number(reading),
                          "ramp / S_min": format_number(ramp, ".2f"),
+                         "swing": format_number(swing, ".1f"),
                          f"at the knee (both <= {KNEE:g})": "yes" if knee else "no"})
     return rows
 

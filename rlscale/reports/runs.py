@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from rlscale import tags
-from rlscale.config import Config, load_saved
+from rlscale.config import Config, ControlConfig, load_saved
 from rlscale.control.noise import equilibrium_grad_sq
 from rlscale.errors import UserError
 from rlscale.goals import GOAL_WINDOW, first_crossing, smoothed_returns, value_at
@@ -257,6 +257,9 @@ def variant_of(run: RunRecord) -> str:
     # What the controller follows and how often it may move: runs that differ only here differ in control.
     pace = f" follows {tags.signal_label(c.signal)}" if c.signal != "total" else ""  # the default unnamed
     pace += f" avg {run.cfg.noise.noise_horizon:g} cooldown {c.cooldown:g}"
+    if c.signal in tags.METRICS:  # read every k-th batch: k sets how many samples its average holds
+        pace += f" every {run.cfg.noise.curvature_every}"
+    pace += f" band {c.hysteresis:g}" if c.hysteresis != ControlConfig().hysteresis else ""
     pace += f" clip {run.cfg.noise.noise_clip:g}" if run.cfg.noise.noise_clip else ""
     return (f"{c.batch} from {optimizer_batch(run):g} "
             f"{lr}{rule}{ratio}{probe}{gain}{pace}{engine}")
