@@ -367,3 +367,11 @@ def test_the_loop_gain_is_how_far_the_settling_batch_moves_per_error_in_the_read
     assert "gain 2.0 [2.0, 2.0]" in self_consistent_lines([result])[1]
     (high,) = analyse(grid(11.0), [250.0])
     assert high.self_consistent["total"].batch == pytest.approx(121.0)
+    # A crossing from above, but readings that grow faster than the batch over the grid: no stable point.
+    runs = grid(10.0)
+    for run, reading in zip(runs, [100.0, 100.0, 60.0, 60.0, 2_000.0, 2_000.0], strict=True):
+        steps = run.scalars["noise/b_simple_total"][0]
+        run.scalars["noise/b_simple_total"] = (steps, np.full(steps.size, reading))
+    (steep,) = analyse(runs, [250.0])
+    assert steep.self_consistent["total"].slope > 1 and steep.self_consistent["total"].loop_gain is None
+    assert "gain unbounded (slope >= 1)" in self_consistent_lines([steep])[1]

@@ -87,15 +87,16 @@ class SelfConsistent:
 
     batch: float | None  # the crossing; None where it lies outside the grid
     outside: str = ""  # then: "above" (still above the batch at the largest one read) or "below" (at every one)
-    # d log(reading) / d log(batch) between the two batch sizes around the crossing (< 1 there by construction).
-    # A controller that follows the reading settles where reading = batch, so an error e in log(reading) moves
-    # that point by e / (1 - slope): the closer the slope is to 1, the more the loop magnifies the scatter.
+    # d log(reading) / d log(batch), fitted over the batch sizes read. A controller that follows the reading
+    # settles where reading = batch, so an error e in log(reading) moves that point by e / (1 - slope): the
+    # closer the slope is to 1, the more the loop magnifies the scatter (and a hysteresis band likewise).
     slope: float | None = None
 
     @property
     def loop_gain(self) -> float | None:
-        """How many times the reading's own (log) error the batch a `critical` run settles at moves by."""
-        return None if self.slope is None else 1.0 / (1.0 - self.slope)
+        """How many times the reading's own (log) error the batch a `critical` run settles at moves by;
+        None without a slope or where it is >= 1 (no stable point: the loop runs to a bound)."""
+        return None if self.slope is None or self.slope >= 1.0 else 1.0 / (1.0 - self.slope)
 
 
 @dataclass
@@ -283,7 +284,8 @@ def bootstrap_ratios(runs: list[RunRecord], goal: float, draws: int = 200, seed:
             crossing = self_consistent_batch(points, signal, noise)
             if crossing is not None and crossing.batch is not None:
                 ratios[f"self {signal}"].append(crossing.batch / fit.b_crit)
-                ratios[f"gain {signal}"].append(crossing.loop_gain)
+                if crossing.loop_gain is not None:
+                    ratios[f"gain {signal}"].append(crossing.loop_gain)
     return {signal: (float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5)))
             for signal, v in ratios.items() if len(v) > draws / 2}
 
@@ -323,7 +325,8 @@ def self_consistent_lines(results: list[GoalResult]) -> list[str]:
             low, high = r.intervals.get(f"self {signal}", (None, None))
             interval = f" [{low:.2g}, {high:.2g}]" if low is not None else ""
             low, high = r.intervals.get(f"gain {signal}", (None, None))
-            gain = f"gain {crossing.loop_gain:.1f}" + (f" [{low:.1f}, {high:.1f}]" if low is not None else "")
+            gain = ("gain unbounded (slope >= 1)" if crossing.loop_gain is None
+                    else f"gain {crossing.loop_gain:.1f}" + (f" [{low:.1f}, {high:.1f}]" if low is not None else ""))
             parts.append(f"{SIGNAL_COLUMNS[signal]} {crossing.batch:,.0f} ({crossing.batch / r.fit.b_crit:.2f}{interval}; "
                          f"{gain})")
         lines.append(f"  goal {r.goal:g}: " + " | ".join(parts))
