@@ -12,17 +12,19 @@ Each ratio comes with a 95 % bootstrap interval over the seeds (``bootstrap_rati
 The readings depend on the batch and rate a run trains at, so each noise scale
 also gets its self-consistent batch: where, read at each batch size's best
 rate, it equals the batch (``self_consistent_batch``), the batch a `critical`
-run with that rate settles at; and its ratio to B_crit.
+run with that rate settles at; its ratio to B_crit; and the loop's gain there,
+how far an error in the reading moves that batch.
 
 Seeds: a (batch size, learning rate) pair counts for a goal only if every one
 of its seeds reached it; its S and E are the geometric means over the seeds.
 The best learning rate is the one with the fewest steps. Adaptive runs given
 alongside are drawn as points on the same axes and do not enter the fit; per
 goal and adaptive variant a table gives their S/S_min and E/E_min (median over
-seeds, 95 % bootstrap interval), the batch each trained at and the optimizer
-steps its controller took to get there (its ramp, over S_min), and whether they
-trained at the front's knee: both at most 2.5 (at B = B_crit eq. 2.11 gives 2
-and 2).
+seeds, 95 % bootstrap interval), the batch each trained at, the signal it
+followed averaged as the cells' are, the optimizer steps its controller took to
+get to that batch (its ramp, over S_min), its swing (largest over smallest
+batch), and whether they trained at the front's knee: both at most 2.5 (at
+B = B_crit eq. 2.11 gives 2 and 2).
 
 It says where a batch size's best learning rate is the lowest or highest its
 grid tried (the front's point may lie outside the grid), and ``--crossings``
