@@ -108,6 +108,12 @@ class NoiseConfig:
     noise_clip: float = opt(0.0, "bound each update's |G|^2 and tr(Sigma) estimates at this multiple of the "
                             "running average of their absolute values before they enter the noise average, "
                             "so a single outlying update cannot swing it (0 = off)")
+    # The first batches after new environments join come from the first steps of their episodes: after a
+    # fork on MinAtar Breakout the first 5 batches (25 steps) read <G,HG> 10-100x its later median, and a
+    # resize's new environments lifted tr(Sigma) 2-45x for a batch or two (docs/notebook/results.md,
+    # 2026-11-27). One such batch can hold a 100,000-observation average's denominator for its whole horizon.
+    noise_settle: int = opt(50, "steps new environments (at the start, a resume, or a resize that adds some) "
+                            "take before the batches that hold them enter the noise averages (0 = at once)")
     noise_parts_every: int = opt(4, "measure the policy and value noise scales every this many updates (0 = never)")
     # One is enough: the unmeasured minibatches' fresh rows count towards the next measurement, so the
     # average's horizon stays in observations, and what measuring costs Pong's default run falls from ~4 % to
@@ -286,6 +292,7 @@ class Config:
             "noop_max": e.noop_max, "warmup_max_steps": e.warmup_max_steps,
             "ent_coef": a.ent_coef, "vf_coef": a.vf_coef, "max_grad_norm": a.max_grad_norm,
             "noise_parts_every": n.noise_parts_every, "noise_minibatches": n.noise_minibatches, "cooldown": c.cooldown,
+            "noise_settle": n.noise_settle,
             "learner_threads": r.learner_threads, "lr_alpha": c.lr_alpha, "min_gain": c.min_gain,
             "envs_per_actor": r.envs_per_actor,
             "learner_chunk_rows": r.learner_chunk_rows,

@@ -25,6 +25,10 @@ from rlscale.models.nets import build_network
 from rlscale.rollout.worker import Batch, flat_weights
 from tests.floats import largest, sum_tolerance
 
+# These tests hand a learner a few batches and read their measurements: each batch is measured at once
+# (test_batches_while_new_environments_settle_stay_out_of_the_noise_averages is about the wait).
+AT_ONCE = {"noise_settle": 0}
+
 # The Nature CNN's first conv sums each weight's gradient over its 20x20 output
 # positions per row: the longest reduction in these networks.
 CONV_POSITIONS = {"mlp": 1, "nature_cnn": 20 * 20}
@@ -68,7 +72,7 @@ def test_update_with_measurement_equals_update_without(kind, parts_every):
     results = []
     start = torch.from_numpy(flat_weights(model))
     for measure in (False, True):
-        cfg = build_config("cartpole", None, {"measure_noise": measure, "noise_groups": 4,
+        cfg = build_config("cartpole", None, {**AT_ONCE, "measure_noise": measure, "noise_groups": 4,
                                               "noise_parts_every": parts_every, "n_envs": n_envs,
                                               "optimizer": "rmsprop_tf"})  # steps ~lr*g: tests/floats.py
         learner = A2CLearner(copy.deepcopy(model), cfg)
@@ -97,7 +101,7 @@ def test_parts_sum_to_total(kind):
     spec = SPECS[kind]
     torch.manual_seed(3)
     model = build_network(spec, "auto", 64)
-    cfg = build_config("cartpole", None, {"noise_parts_every": 1, "noise_groups": 4, "n_envs": 8})
+    cfg = build_config("cartpole", None, {**AT_ONCE, "noise_parts_every": 1, "noise_groups": 4, "n_envs": 8})
     learner = A2CLearner(model, cfg)
     batch = random_batch(spec, 5, 8)
     returns = nstep_returns(batch, cfg.agent.gamma)
@@ -174,7 +178,7 @@ def test_passes_of_a_few_rows_give_the_whole_batch_gradient(measure):
     grads = []
     start = torch.from_numpy(flat_weights(model))
     for chunk_rows in (0, 8):
-        cfg = build_config("cartpole", None, {"measure_noise": measure, "noise_groups": 4, "n_envs": 8,
+        cfg = build_config("cartpole", None, {**AT_ONCE, "measure_noise": measure, "noise_groups": 4, "n_envs": 8,
                                               "learner_chunk_rows": chunk_rows, "optimizer": "rmsprop_tf"})
         learner = A2CLearner(copy.deepcopy(model), cfg)
         metrics = learner.update(batch)
@@ -242,7 +246,8 @@ def test_non_finite_gradient_is_skipped_and_counted():
 def test_a_resumed_learner_keeps_the_curvature_cadence():
     """The every-k-th-batch measurement of B_P and B_noise continues across a checkpoint, not from 0."""
     spec = SPECS["mlp"]
-    cfg = build_config("cartpole", None, {"curvature_every": 3})
+    # A resumed learner's environments are new, so it would wait to measure: AT_ONCE.
+    cfg = build_config("cartpole", None, {**AT_ONCE, "curvature_every": 3})
     learner = A2CLearner(build_network(spec, "auto", 64), cfg)
     for _ in range(2):
         learner.update(random_batch(spec, 5, 8))
@@ -253,6 +258,39 @@ def test_a_resumed_learner_keeps_the_curvature_cadence():
     assert "perf/curvature_seconds" in resumed.update(random_batch(spec, 5, 8))  # batch 3: measured
 
 
+@pytest.mark.parametrize("algo", ["a2c", "ppo"])
+def test_batches_while_new_environments_settle_stay_out_of_the_noise_averages(algo):
+    """--noise-settle 10 at 5 steps a batch: the first 2 batches of a learner and the 2 after the batch grows
+    add no sample to any average (B_simple's, B_P's, B_noise's) and add nothing that would age them; a batch
+    that shrinks or keeps its size is measured."""
+    spec = SPECS["mlp"]
+    cfg = build_config("cartpole", algo, {"noise_settle": 10, "n_steps": 5, "n_envs": 8, "curvature_every": 1,
+                                          "noise_parts_every": 1})
+    learner = {"a2c": A2CLearner, "ppo": PPOLearner}[algo](build_network(spec, "auto", 64), cfg)
+    emas = learner.noise.emas
+    sizes = [8, 8, 8, 16, 16, 16, 8, 8, 12]
+    measured = [False, False, True, False, False, True, True, True, False]
+    for i, (n_envs, expected) in enumerate(zip(sizes, measured, strict=True)):
+        before = {part: (ema.samples, ema.weight, learner.noise.pending[part]) for part, ema in emas.items()}
+        metrics = learner.update(random_batch(spec, 5, n_envs, seed=i))
+        after = {part: (ema.samples, ema.weight, learner.noise.pending[part]) for part, ema in emas.items()}
+        if expected:
+            assert all(after[p][0] == before[p][0] + 1 for p in ("total", "policy", "value", "precond", "hessian"))
+            assert "perf/curvature_seconds" in metrics
+        else:
+            # Not even the observations that age the averages at the next sample (PPO's unmeasured minibatches')
+            assert after == before and "perf/curvature_seconds" not in metrics, (i, n_envs)
+    assert learner.updates == len(sizes) * (1 if algo == "a2c" else cfg.agent.n_epochs * cfg.agent.n_minibatches)
+
+
+def test_no_settling_measures_from_the_first_batch():
+    spec = SPECS["mlp"]
+    cfg = build_config("cartpole", None, {**AT_ONCE, "n_envs": 8})
+    learner = A2CLearner(build_network(spec, "auto", 64), cfg)
+    learner.update(random_batch(spec, 5, 8))
+    assert learner.noise.emas["total"].samples == 1
+
+
 @pytest.mark.parametrize("parts", [False, True])
 def test_gram_route_gives_the_explicit_norms_and_gradient(parts):
     """The big Linear layer's per-group norms from Gram matrices equal autograd's, as does the update."""
@@ -261,7 +299,7 @@ def test_gram_route_gives_the_explicit_norms_and_gradient(parts):
     spec = SPECS["nature_cnn"]
     torch.manual_seed(1)
     model = build_network(spec, "auto", 64)
-    cfg = build_config("cartpole", None, {"noise_groups": 4, "n_envs": 8, "noise_parts_every": 1})
+    cfg = build_config("cartpole", None, {**AT_ONCE, "noise_groups": 4, "n_envs": 8, "noise_parts_every": 1})
     learner = A2CLearner(model, cfg)
     assert [m.weight.shape for m in learner.route.gram_layers] == [torch.Size([512, 3136])]
     batch = random_batch(spec, 5, 8, seed=3)
@@ -300,7 +338,7 @@ def test_groups_split_into_passes_give_the_same_norms_and_gradient(parts):
     spec = SPECS["nature_cnn"]
     torch.manual_seed(4)
     model = build_network(spec, "auto", 64)
-    cfg = build_config("cartpole", None, {"noise_groups": 4, "n_envs": 8})
+    cfg = build_config("cartpole", None, {**AT_ONCE, "noise_groups": 4, "n_envs": 8})
     learner = A2CLearner(model, cfg)
     batch = random_batch(spec, 5, 8, seed=6)
     obs, actions = torch.from_numpy(batch.obs).flatten(0, 1), torch.from_numpy(batch.actions).flatten()
@@ -396,7 +434,7 @@ def test_shared_pass_measurement_equals_a_pass_per_group(algo, kind, chunk_rows,
     batch = random_batch(spec, 8, 10, seed=5)
     cls = PPOLearner if algo == "ppo" else A2CLearner
     # The policy/value split always takes the per-group route, so it is off here.
-    cfg = build_config("cartpole", algo, {"n_steps": 8, "noise_groups": 4, "n_envs": 10, "vector_size": 1,
+    cfg = build_config("cartpole", algo, {**AT_ONCE, "n_steps": 8, "noise_groups": 4, "n_envs": 10, "vector_size": 1,
                                           "noise_parts_every": 0, "max_grad_norm": 0.0,
                                           # TF-style RMSprop's first steps are ~lr * g: float rounding in g
                                           # stays that small in the weights (Adam's would be ~lr * sign(g)).
@@ -428,7 +466,7 @@ def test_networks_with_other_layers_are_measured_a_pass_per_group():
     from rlscale.models.nets import ActorCritic
 
     trunk = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 32), torch.nn.LayerNorm(32), torch.nn.Tanh())
-    cfg = build_config("cartpole", None, {"noise_groups": 4, "n_envs": 8})
+    cfg = build_config("cartpole", None, {**AT_ONCE, "noise_groups": 4, "n_envs": 8})
     learner = A2CLearner(ActorCritic(trunk, 32, 2, 1.0), cfg)
     assert not learner.route.shared_pass
     learner.update(random_batch(SPECS["mlp"], 5, 8))
@@ -443,7 +481,7 @@ def test_bf16_learner_stays_close_to_fp32():
     results = {}
     for precision in ("fp32", "bf16"):
         torch.manual_seed(2)
-        cfg = build_config("cartpole", None, {"noise_groups": 4, "n_envs": 8, "noise_parts_every": 0,
+        cfg = build_config("cartpole", None, {**AT_ONCE, "noise_groups": 4, "n_envs": 8, "noise_parts_every": 0,
                                               "learner_precision": precision})
         learner = A2CLearner(build_network(spec, "auto", 64), cfg)
         results[precision] = learner.update(batch)

@@ -172,7 +172,8 @@ def test_the_metrics_cost_k_forward_and_2k_or_3k_backward_passes_per_measured_up
     double backward (the Hessian-vector product) for B_noise; once the optimizer has a preconditioner,
     a second double backward (H times P g) for B_PH. B_P reuses the group gradients."""
     spec = SPECS["nature_cnn"]
-    cfg = build_config("cartpole", None, {"n_envs": 8, "noise_groups": 4, "optimizer": "rmsprop_tf"})
+    cfg = build_config("cartpole", None, {"n_envs": 8, "noise_groups": 4, "optimizer": "rmsprop_tf",
+                                          "noise_settle": 0})  # each batch measured at once
     torch.manual_seed(0)
     learner = A2CLearner(build_network(spec, "auto", 64), cfg)
     learner.update(random_batch(spec, 5, 8))  # measures B_noise (batch 0); no preconditioner before a step

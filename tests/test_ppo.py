@@ -41,7 +41,8 @@ def test_gae_by_hand_with_termination_and_truncation():
 
 
 def ppo_config(**overrides):
-    return build_config("cartpole", "ppo", {"n_envs": 8, "n_steps": 16, **overrides})
+    # noise_settle 0: these tests read the first batches' measurements (tests/test_learner.py has the wait).
+    return build_config("cartpole", "ppo", {"n_envs": 8, "n_steps": 16, "noise_settle": 0, **overrides})
 
 
 def test_ppo_update_with_measurement_equals_update_without():

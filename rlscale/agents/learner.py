@@ -74,6 +74,12 @@ class Learner:
         self.batches = 0  # update() calls, the cadence of the metrics' measurement
         self.skipped_updates = 0
         self.skipped_in_a_row = 0
+        # --noise-settle: batches left before the noise meter takes samples again, counted from the last batch
+        # that held more environments than the one before (the first batch too: a start, a resume or a branch
+        # begins with new environments). Not checkpointed: a resumed run's environments are new.
+        self.settling = 0
+        self.batch_envs = 0  # environments in the previous batch
+        self.measuring = cfg.noise.measure_noise  # whether this batch's noise samples enter the averages
 
     # ------------------------------------------------------------------ the network
 
@@ -103,10 +109,26 @@ class Learner:
         """``rows`` (flat row indices) split into the noise estimator's env groups (a row's env is row % n_envs)."""
         return [rows[np.isin(rows % n_envs, cols)] for cols in env_groups(n_envs, self.cfg.noise.noise_groups)]
 
+    def begin_batch(self, n_envs: int) -> bool:
+        """Whether this batch measures the noise scale: not while new environments settle (--noise-settle).
+
+        ``n_envs``: the whole batch's environments (with data-parallel learners too, so that every
+        learner decides alike and their all-reduces match)."""
+        if n_envs > self.batch_envs:
+            self.settling = math.ceil(self.cfg.noise.noise_settle / self.cfg.agent.n_steps)
+        self.batch_envs = n_envs
+        self.measuring = self.cfg.noise.measure_noise and self.settling == 0
+        self.settling = max(0, self.settling - 1)
+        return self.measuring
+
     def measure_parts_now(self) -> bool:
         every = self.cfg.noise.noise_parts_every
         return (self.cfg.noise.measure_noise and every > 0 and self.updates % every == 0
                 and self.data_parallel is None)  # the free estimate of data-parallel learners has no parts
+
+    def whole_batch_envs(self, batch: Batch) -> int:
+        """The environments of the whole batch, of which a data-parallel learner holds a share."""
+        return batch.n_envs if self.data_parallel is None else self.data_parallel.share.n_envs
 
     def own_rows(self, rows: np.ndarray) -> np.ndarray:
         """This learner's rows among ``rows`` of the whole batch (all of them without data parallelism)."""
@@ -128,7 +150,7 @@ class Learner:
 
     def record_noise(self, grad: GradientReport, observations: float) -> dict[str, float]:
         """Feed a finite gradient's group norms to the noise meter; ``observations``: fresh ones (0 on reuse)."""
-        if not grad.finite:
+        if not grad.finite or not self.measuring:  # settling batches neither add to the averages nor age them
             return {}
         self.noise.observe(observations)
         metrics: dict[str, float] = {}
@@ -140,7 +162,7 @@ class Learner:
     def measure_metrics_now(self) -> bool:
         """Whether this batch measures B_P, B_noise and B_PH (every --curvature-every batches, one learner only)."""
         n = self.cfg.noise
-        return (n.measure_noise and n.measure_curvature and self.batches % n.curvature_every == 0
+        return (self.measuring and n.measure_curvature and self.batches % n.curvature_every == 0
                 and self.data_parallel is None and n.noise_groups >= 3)
 
     def record_metrics(self, loss: RowsLoss, rows: np.ndarray, n_envs: int) -> dict[str, float]:

@@ -106,7 +106,7 @@ class PPOLearner(Learner):
         # 2. Gradient of each minibatch's loss; per env group in the first epoch's minibatches.
         #    Minibatches are drawn over the whole batch, so data-parallel learners (each
         #    holding some of its environments) draw the same ones and take their own rows.
-        measure = self.cfg.noise.measure_noise
+        measure = self.begin_batch(self.whole_batch_envs(batch))
         metrics: dict[str, float] = {}
         measured: dict[str, float] = {}  # the metrics' measurement, on the batch's first minibatch
         generator = np.random.default_rng(self.updates)

@@ -1,0 +1,76 @@
+"""Each measured batch's own noise-scale sample, recovered from a run's logged averages.
+
+The run logs the bias-corrected averages of |G|^2 and tr(Sigma) (or, for a metric, e.g. <G,HG> and
+tr(H Sigma)) after every measured batch. Each average moved by a known weight, 1 - exp(-n / horizon) for
+the n fresh observations since the previous sample (``rlscale.control.noise.NoiseScaleEMA``), so the
+sample itself is recovered exactly: ``raw = (A_t - d A_{t-1}) / (1 - d)`` on the uncorrected averages.
+
+It prints, per run, the first samples and those around each resize as multiples of the run's median
+absolute sample: where a start or new environments read far off (docs/notebook/results.md,
+"New environments' first batches kept out of the noise averages").
+
+    python benchmarks/noise_samples.py runs/sweep/*/ --signal hessian --first 14
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import numpy as np
+
+from rlscale import tags
+from rlscale.reports.runs import find_runs, load_run
+
+
+def raw_samples(steps: np.ndarray, averages: np.ndarray, horizon: float) -> np.ndarray:
+    """The samples behind bias-corrected averages logged at ``steps`` (agent steps, each a measured batch).
+
+    Assumes every fresh observation between two logged steps aged the average (true of a run that logs
+    every measured batch, which the native engine does)."""
+    raw, previous, weight, last = [], 0.0, 0.0, 0.0
+    for step, average in zip(steps, averages, strict=True):
+        decay = math.exp(-(step - last) / horizon)
+        weight = decay * weight + (1.0 - decay)
+        uncorrected = average * weight
+        raw.append((uncorrected - decay * previous) / (1.0 - decay))
+        previous, last = uncorrected, step
+    return np.array(raw)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="+", type=Path, help="run directories, or sweeps holding them")
+    parser.add_argument("--signal", default="hessian", choices=tags.SIGNALS)
+    parser.add_argument("--first", type=int, default=10, help="how many of the first samples to print")
+    args = parser.parse_args()
+    np.set_printoptions(suppress=True, linewidth=160)
+    for path in find_runs(args.paths):
+        run = load_run(path)
+        if args.signal in tags.METRICS:
+            _, grad_tag, trace_tag = tags.METRIC_TAGS[args.signal]
+        else:
+            grad_tag, trace_tag = tags.noise("grad_sq", args.signal), tags.noise("trace_sigma", args.signal)
+        if grad_tag not in run.scalars:
+            print(f"{path}: no {grad_tag} logged")
+            continue
+        steps, grad = run.scalars[grad_tag]
+        _, trace = run.scalars[trace_tag]
+        horizon = run.cfg.noise.noise_horizon
+        g, t = raw_samples(steps, grad, horizon), raw_samples(steps, trace, horizon)
+        g_scale, t_scale = np.median(np.abs(g)), np.median(np.abs(t))
+        print(f"{path}  ({len(g)} samples; median |{grad_tag}| {g_scale:.3g}, |{trace_tag}| {t_scale:.3g})")
+        print(f"  first {args.signal} samples / median: {grad_tag} {np.round(g[:args.first] / g_scale, 1)}")
+        print(f"  {'':>{len(args.signal) + 30}}{trace_tag} {np.round(t[:args.first] / t_scale, 1)}")
+        envs = np.interp(steps, *run.scalars[tags.N_ENVS]) if tags.N_ENVS in run.scalars else None
+        if envs is None:
+            continue
+        for i in np.flatnonzero(np.diff(envs) != 0) + 1:
+            print(f"  {envs[i - 1]:.0f} -> {envs[i]:.0f} envs at {steps[i]:,.0f}: {grad_tag} "
+                  f"{np.round(g[i:i + 5] / g_scale, 1)}, {trace_tag} {np.round(t[i:i + 5] / t_scale, 1)} "
+                  f"(before: {np.round(g[max(0, i - 3):i] / g_scale, 1)}, {np.round(t[max(0, i - 3):i] / t_scale, 1)})")
+
+
+if __name__ == "__main__":
+    main()
