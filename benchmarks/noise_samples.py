@@ -1,9 +1,7 @@
 """Each measured batch's own noise-scale sample, recovered from a run's logged averages.
 
 The run logs the bias-corrected averages of |G|^2 and tr(Sigma) (or, for a metric, e.g. <G,HG> and
-tr(H Sigma)) after every measured batch. Each average moved by a known weight, 1 - exp(-n / horizon) for
-the n fresh observations since the previous sample (``rlscale.control.noise.NoiseScaleEMA``), so the
-sample itself is recovered exactly: ``raw = (A_t - d A_{t-1}) / (1 - d)`` on the uncorrected averages.
+tr(H Sigma)) after every measured batch; ``rlscale.control.noise.recovered_samples`` undoes the average.
 
 It prints, per run, the first samples and those around each resize as multiples of the run's median
 absolute sample: where a start or new environments read far off (docs/notebook/results.md,
@@ -15,28 +13,13 @@ absolute sample: where a start or new environments read far off (docs/notebook/r
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 import numpy as np
 
 from rlscale import tags
+from rlscale.control.noise import recovered_samples
 from rlscale.reports.runs import find_runs, load_run
-
-
-def raw_samples(steps: np.ndarray, averages: np.ndarray, horizon: float) -> np.ndarray:
-    """The samples behind bias-corrected averages logged at ``steps`` (agent steps, each a measured batch).
-
-    Assumes every fresh observation between two logged steps aged the average (true of a run that logs
-    every measured batch, which the native engine does)."""
-    raw, previous, weight, last = [], 0.0, 0.0, 0.0
-    for step, average in zip(steps, averages, strict=True):
-        decay = math.exp(-(step - last) / horizon)
-        weight = decay * weight + (1.0 - decay)
-        uncorrected = average * weight
-        raw.append((uncorrected - decay * previous) / (1.0 - decay))
-        previous, last = uncorrected, step
-    return np.array(raw)
 
 
 def main() -> None:
@@ -58,9 +41,9 @@ def main() -> None:
         steps, grad = run.scalars[grad_tag]
         _, trace = run.scalars[trace_tag]
         horizon = run.cfg.noise.noise_horizon
-        g, t = raw_samples(steps, grad, horizon), raw_samples(steps, trace, horizon)
-        g_scale, t_scale = np.median(np.abs(g)), np.median(np.abs(t))
-        print(f"{path}  ({len(g)} samples; median |{grad_tag}| {g_scale:.3g}, |{trace_tag}| {t_scale:.3g})")
+        g, t = np.array(recovered_samples(steps, grad, horizon)), np.array(recovered_samples(steps, trace, horizon))
+        g_scale, t_scale = np.nanmedian(np.abs(g)), np.nanmedian(np.abs(t))  # NaN: a settling batch
+        print(f"{path}  ({np.isfinite(g).sum()} samples; median |{grad_tag}| {g_scale:.3g}, |{trace_tag}| {t_scale:.3g})")
         print(f"  first {args.signal} samples / median: {grad_tag} {np.round(g[:args.first] / g_scale, 1)}")
         print(f"  {'':>{len(args.signal) + 30}}{trace_tag} {np.round(t[:args.first] / t_scale, 1)}")
         envs = np.interp(steps, *run.scalars[tags.N_ENVS]) if tags.N_ENVS in run.scalars else None

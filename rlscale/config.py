@@ -508,7 +508,8 @@ def _sectioned(flat: dict[str, Any]) -> dict[str, dict[str, Any]]:
 # A config saved before one of these fields existed ran with the behaviour named by
 # the value here, which is not the field's default today.
 BEHAVIOUR_BEFORE_FIELD = {("control", "probe_cooldown"): True, ("control", "min_gain"): 0.0,
-                          ("run", "actor_precision"): "fp32", ("noise", "measure_curvature"): False}
+                          ("run", "actor_precision"): "fp32", ("noise", "measure_curvature"): False,
+                          ("noise", "noise_settle"): 0}
 
 
 def _apply_saved(data: dict[str, Any], where: str) -> Config:

@@ -42,7 +42,8 @@ def test_saved_config_round_trips(tmp_path):
 
 @pytest.mark.parametrize("section, field, ran_with", [("control", "probe_cooldown", True),
                                                       ("control", "min_gain", 0.0),
-                                                      ("run", "actor_precision", "fp32")])
+                                                      ("run", "actor_precision", "fp32"),
+                                                      ("noise", "noise_settle", 0)])
 def test_a_config_saved_before_a_field_existed_loads_with_the_behaviour_it_ran(tmp_path, section, field, ran_with):
     cfg = build_config("minatar-breakout", None, {"batch": "auto"})
     assert getattr(getattr(cfg, section), field) != ran_with  # today's default differs
@@ -60,6 +61,7 @@ def test_a_config_saved_before_a_field_existed_loads_with_the_behaviour_it_ran(t
     ({"noise_groups": 32}, "--noise-groups (32) exceeds"),
     ({"gamma": 1.5}, "--gamma must lie in [0, 1]"),
     ({"min_gain": -0.1}, "--min-gain must be zero or positive"),
+    ({"noise_settle": -5}, "--noise-settle must be zero or positive"),
     ({"noise_clip": 0.5}, "--noise-clip must be 0 (off) or above 1"),
     ({"batch": "critical", "n_envs": 512}, "outside [--min-envs"),
 ])

@@ -21,6 +21,7 @@ from rlscale.control.noise import (
     NoiseScaleEMA,
     equilibrium_grad_sq,
     estimate,
+    recovered_samples,
 )
 
 
@@ -241,3 +242,24 @@ def test_equilibrium_grad_sq_rejects_a_rate_or_batch_that_is_not_positive():
         equilibrium_grad_sq(0.0, 32, 1.0)
     with pytest.raises(ValueError):
         equilibrium_grad_sq(0.01, 0, 1.0)
+
+
+def test_the_samples_behind_logged_averages_are_recovered_exactly():
+    """benchmarks/noise_samples.py reads a run's batches from its logged bias-corrected averages."""
+    rng = np.random.default_rng(0)
+    ema = NoiseScaleEMA(horizon=20_000)
+    steps, grad_avgs, trace_avgs, fed = [], [], [], []
+    step = 0.0
+    for i in range(200):
+        sample = NoiseSample(float(rng.standard_normal()), float(rng.exponential(50.0)), 8.0, 640.0)
+        batch = float(rng.choice([160, 640, 1_280]))  # batch sizes change, as under a controller
+        step += batch
+        settling = 50 <= i < 55  # batches that neither add nor age (--noise-settle): the average logged as it was
+        if not settling:
+            ema.update(sample, batch)
+        steps.append(step)
+        grad_avgs.append(ema.grad_sq)
+        trace_avgs.append(ema.trace_sigma)
+        fed.append((math.nan, math.nan) if settling else (sample.grad_sq, sample.trace_sigma))
+    np.testing.assert_allclose(recovered_samples(steps, grad_avgs, 20_000), [g for g, _ in fed], rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(recovered_samples(steps, trace_avgs, 20_000), [t for _, t in fed], rtol=1e-6)

@@ -65,6 +65,14 @@ def test_a_wider_band_or_another_curvature_cadence_names_its_own_variant():
     assert "every" not in variant_of(plain)
 
 
+def test_runs_whose_noise_averages_took_new_environments_first_batches_are_another_variant():
+    """Runs from before --noise-settle load as settle 0 (tests/test_config.py): their averages differ."""
+    settled, before = record("a", "critical", 8, 4_000, 0.01), record("b", "critical", 8, 4_000, 0.01)
+    before.cfg.noise.noise_settle = 0
+    assert "settle" not in variant_of(settled)  # the default unnamed
+    assert variant_of(before) == variant_of(settled) + " settle 0"
+
+
 def test_a_clipped_noise_average_names_its_own_variant():
     plain, clipped = record("a", "auto", 8, 4_000, 0.01), record("b", "auto", 8, 4_000, 0.01)
     clipped.cfg.noise.noise_clip = 10.0

@@ -194,6 +194,29 @@ class NoiseScaleEMA:
         return cls(**state)
 
 
+def recovered_samples(steps: Sequence[float], averages: Sequence[float], horizon: float) -> list[float]:
+    """The samples behind a ``NoiseScaleEMA`` quantity's bias-corrected averages, logged at ``steps``.
+
+    Each sample moved the average by a known weight, 1 - exp(-n / horizon) for the n observations since
+    the previous one, so ``sample = (A_t - d A_(t-1)) / (1 - d)`` on the uncorrected averages A, exactly.
+    ``steps``: observations trained when each average was logged (the first sample's n counts from 0).
+    An average logged unchanged is a batch that took no sample and aged nothing (--noise-settle): NaN
+    there, and the next sample's n counts from it. For reading a run's logged noise scale batch by batch
+    (benchmarks/noise_samples.py)."""
+    samples, previous, weight, last, logged = [], 0.0, 0.0, 0.0, None
+    for step, average in zip(steps, averages, strict=True):
+        if average == logged:
+            samples.append(math.nan)
+            last = step
+            continue
+        decay = math.exp(-(step - last) / horizon)
+        weight = decay * weight + (1.0 - decay)
+        uncorrected = average * weight
+        samples.append((uncorrected - decay * previous) / (1.0 - decay))
+        previous, last, logged = uncorrected, step, average
+    return samples
+
+
 class NoiseMeter:
     """One ``NoiseScaleEMA`` per loss part, with the horizon kept in fresh observations.
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from rlscale import tags
-from rlscale.config import Config, ControlConfig, load_saved
+from rlscale.config import Config, ControlConfig, NoiseConfig, load_saved
 from rlscale.control.noise import equilibrium_grad_sq
 from rlscale.errors import UserError
 from rlscale.goals import GOAL_WINDOW, first_crossing, smoothed_returns, value_at
@@ -261,6 +261,8 @@ def variant_of(run: RunRecord) -> str:
         pace += f" every {run.cfg.noise.curvature_every}"
     pace += f" band {c.hysteresis:g}" if c.hysteresis != ControlConfig().hysteresis else ""
     pace += f" clip {run.cfg.noise.noise_clip:g}" if run.cfg.noise.noise_clip else ""
+    # Runs from before --noise-settle read as settle 0: their averages took new environments' first batches.
+    pace += f" settle {run.cfg.noise.noise_settle}" if run.cfg.noise.noise_settle != NoiseConfig().noise_settle else ""
     return (f"{c.batch} from {optimizer_batch(run):g} "
             f"{lr}{rule}{ratio}{probe}{gain}{pace}{engine}")
 
