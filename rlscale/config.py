@@ -109,9 +109,10 @@ class NoiseConfig:
                             "running average of their absolute values before they enter the noise average, "
                             "so a single outlying update cannot swing it (0 = off)")
     # The first batches after new environments join come from the first steps of their episodes: after a
-    # fork on MinAtar Breakout the first 5 batches (25 steps) read <G,HG> 10-100x its later median, and a
-    # resize's new environments lifted tr(Sigma) 2-45x for a batch or two (docs/notebook/results.md,
-    # 2026-11-27). One such batch can hold a 100,000-observation average's denominator for its whole horizon.
+    # fork on MinAtar Breakout the first 5 batches (25 steps) read <G,HG> 10-112x its later median, and a
+    # resize's new environments lifted tr(H Sigma) 7-47x for a batch (docs/notebook/results.md, 2026-11-27).
+    # One such batch can hold a 100,000-observation average's denominator for its whole horizon. 50 steps:
+    # twice the longest transient seen.
     noise_settle: int = opt(50, "steps new environments (at the start, a resume, or a resize that adds some) "
                             "take before the batches that hold them enter the noise averages (0 = at once)")
     noise_parts_every: int = opt(4, "measure the policy and value noise scales every this many updates (0 = never)")
