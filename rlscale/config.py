@@ -108,8 +108,8 @@ class NoiseConfig:
     noise_clip: float = opt(0.0, "bound each update's |G|^2 and tr(Sigma) estimates at this multiple of the "
                             "running average of their absolute values before they enter the noise average, "
                             "so a single outlying update cannot swing it (0 = off)")
-    # The first batches after new environments join come from the first steps of their episodes: after a
-    # fork on MinAtar Breakout the first 5 batches (25 steps) read <G,HG> 10-112x its later median, and a
+    # The first batches after new environments join read far off: after a
+    # fork on MinAtar Breakout the first 5 batches (25 steps) read <G,HG> up to 48-112x its median, and a
     # resize's new environments lifted tr(H Sigma) 7-47x for a batch (docs/notebook/results.md, 2026-11-27).
     # One such batch can hold a 100,000-observation average's denominator for its whole horizon. 50 steps:
     # twice the longest transient seen.
