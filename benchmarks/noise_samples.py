@@ -46,9 +46,9 @@ def main() -> None:
         print(f"{path}  ({np.isfinite(g).sum()} samples; median |{grad_tag}| {g_scale:.3g}, |{trace_tag}| {t_scale:.3g})")
         print(f"  first {args.signal} samples / median: {grad_tag} {np.round(g[:args.first] / g_scale, 1)}")
         print(f"  {'':>{len(args.signal) + 30}}{trace_tag} {np.round(t[:args.first] / t_scale, 1)}")
-        envs = np.interp(steps, *run.scalars[tags.N_ENVS]) if tags.N_ENVS in run.scalars else None
-        if envs is None:
+        if tags.N_ENVS not in run.scalars:
             continue
+        envs = np.interp(steps, *run.scalars[tags.N_ENVS])
         for i in np.flatnonzero(np.diff(envs) != 0) + 1:
             print(f"  {envs[i - 1]:.0f} -> {envs[i]:.0f} envs at {steps[i]:,.0f}: {grad_tag} "
                   f"{np.round(g[i:i + 5] / g_scale, 1)}, {trace_tag} {np.round(t[i:i + 5] / t_scale, 1)} "

@@ -69,7 +69,7 @@ class A2CLearner(Learner):
 
         # 2. Gradient of the batch's loss; per env group when the noise scale is measured.
         loss, rows = functools.partial(self.loss, data), np.arange(batch.size)
-        grad = self.gradient(loss, rows, batch.n_envs, measure=self.begin_batch(self.whole_batch_envs(batch)))
+        grad = self.gradient(loss, rows, batch.n_envs, measure=self.begin_batch(batch))
 
         # 3. Noise scale (in the other metrics every few batches), clip and step (skipped when not finite).
         metrics = self.record_noise(grad, sum(grad.sizes))  # the whole batch, with data-parallel learners too

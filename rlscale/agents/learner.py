@@ -109,11 +109,12 @@ class Learner:
         """``rows`` (flat row indices) split into the noise estimator's env groups (a row's env is row % n_envs)."""
         return [rows[np.isin(rows % n_envs, cols)] for cols in env_groups(n_envs, self.cfg.noise.noise_groups)]
 
-    def begin_batch(self, n_envs: int) -> bool:
+    def begin_batch(self, batch: Batch) -> bool:
         """Whether this batch measures the noise scale: not while new environments settle (--noise-settle).
 
-        ``n_envs``: the whole batch's environments (with data-parallel learners too, so that every
+        Counted on the whole batch's environments (with data-parallel learners too, so that every
         learner decides alike and their all-reduces match)."""
+        n_envs = self.whole_batch_envs(batch)
         if n_envs > self.batch_envs:
             self.settling = math.ceil(self.cfg.noise.noise_settle / self.cfg.agent.n_steps)
         self.batch_envs = n_envs

@@ -106,11 +106,11 @@ class PPOLearner(Learner):
         # 2. Gradient of each minibatch's loss; per env group in the first epoch's minibatches.
         #    Minibatches are drawn over the whole batch, so data-parallel learners (each
         #    holding some of its environments) draw the same ones and take their own rows.
-        measure = self.begin_batch(self.whole_batch_envs(batch))
+        measure = self.begin_batch(batch)
         metrics: dict[str, float] = {}
         measured: dict[str, float] = {}  # the metrics' measurement, on the batch's first minibatch
         generator = np.random.default_rng(self.updates)
-        whole_batch = batch.size if self.data_parallel is None else batch.n_steps * self.data_parallel.share.n_envs
+        whole_batch = batch.n_steps * self.whole_batch_envs(batch)
         measured_minibatches = self.cfg.noise.noise_minibatches or a.n_minibatches
         for epoch in range(a.n_epochs):
             for index, mb in enumerate(np.array_split(generator.permutation(whole_batch), a.n_minibatches)):
