@@ -1,6 +1,6 @@
 """Where the default Pong PPO learner's time goes, against the lean PPO's minibatch updates on the same batch.
 
-    python benchmarks/profile_ppo.py [--repeats 5] [--precision fp32] [--profile]
+    python benchmarks/profile_ppo.py [--repeats 5] [--precision fp32] [--profile] [--device cuda]
 
 One real Pong batch (8 envs x 128 steps, the default run's), then, interleaved
 round-robin (``benchtiming.interleaved_medians``): the lean learner (CleanRL's
@@ -10,6 +10,8 @@ on as the default run has it (B_simple on the first epoch's minibatches; the
 policy/value parts and B_P/B_noise every few batches, here on every one of
 their cadence's share), and on with the metrics forced on every update.
 ``--profile`` adds torch.profiler's table of the default update's operators.
+``--device cuda`` runs every learner, the lean one too, on the GPU (each call
+timed to the GPU's finish).
 """
 
 from __future__ import annotations
@@ -28,12 +30,14 @@ from rlscale.models.nets import build_network
 
 
 def lean_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, obs: torch.Tensor, bf16: bool) -> None:
-    rows = obs.shape[0]
-    actions, advantages, returns = torch.randint(0, 6, (rows,)), torch.randn(rows), torch.randn(rows)
+    rows, device = obs.shape[0], obs.device
+    actions = torch.randint(0, 6, (rows,), device=device)
+    advantages, returns = torch.randn(rows, device=device), torch.randn(rows, device=device)
     generator = np.random.default_rng(0)
     for _ in range(4):
         for mb in np.array_split(generator.permutation(rows), 4):
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            mb = torch.from_numpy(mb).to(device)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
                 logits, value = model(obs[mb])
             dist = torch.distributions.Categorical(logits=logits.float())
             logprob = dist.log_prob(actions[mb])
@@ -47,17 +51,27 @@ def lean_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, obs: t
             optimizer.step()
 
 
+def _finished(call) -> None:
+    call()
+    torch.cuda.synchronize()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--precision", default="fp32", choices=("fp32", "bf16"))
     p.add_argument("--profile", action="store_true", help="also print torch.profiler's table of the default update")
     p.add_argument("--threads", type=int, default=0, help="torch threads (default: every core)")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = p.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        p.exit(2, f"--device cuda: torch {torch.__version__} sees no GPU here\n")
+    device = torch.device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
     batch, spec = pong_batch(8, "ppo")
-    print(f"torch threads {torch.get_num_threads()}, precision {args.precision}, batch {batch.size} rows; "
+    where = torch.cuda.get_device_name() if device.type == "cuda" else f"cpu, torch threads {torch.get_num_threads()}"
+    print(f"{where}, precision {args.precision}, batch {batch.size} rows; "
           f"median of {args.repeats} updates each", flush=True)
     variants = {
         "rlscale, noise off": {"measure_noise": False},
@@ -71,15 +85,18 @@ def main() -> None:
     learners = {}
     for name, overrides in variants.items():
         torch.manual_seed(1)
-        learners[name] = PPOLearner(build_network(spec, "auto", 64),
+        learners[name] = PPOLearner(build_network(spec, "auto", 64).to(device),
                                     build_config("pong", "ppo", {"learner_precision": args.precision, **overrides}))
     torch.manual_seed(1)
-    lean_model = build_network(spec, "auto", 64).to(memory_format=torch.channels_last)
+    lean_model = build_network(spec, "auto", 64).to(device, memory_format=torch.channels_last)
     lean_optimizer = torch.optim.Adam(lean_model.parameters(), lr=2.5e-4, eps=1e-5)
-    obs = torch.from_numpy(batch.obs.reshape(-1, *spec.obs_shape)).contiguous(memory_format=torch.channels_last)
+    obs = torch.from_numpy(batch.obs.reshape(-1, *spec.obs_shape)).to(device).contiguous(
+        memory_format=torch.channels_last)
     calls = {"lean (16 minibatch updates)": functools.partial(lean_update, lean_model, lean_optimizer, obs,
                                                              args.precision == "bf16")}
     calls |= {name: functools.partial(learner.update, batch) for name, learner in learners.items()}
+    if device.type == "cuda":  # each call timed to the GPU's finish, not to its last kernel's launch
+        calls = {name: functools.partial(_finished, call) for name, call in calls.items()}
     medians = interleaved_medians(calls, args.repeats)
     lean = medians["lean (16 minibatch updates)"]
     print(f"{'variant':32s} {'s/update':>9s} {'vs lean':>8s} {'ms/agent step':>14s}")

@@ -142,9 +142,13 @@ def choose_precision(model: torch.nn.Module, obs: torch.Tensor, channels_last: b
     Runs on a copy (in channels-last layout if the learner will use it), in
     one torch thread: the model's parameters and gradients and this process's
     thread count are left untouched. ``units`` is the prior (default: the
-    CPU's flags, ``bf16_units``; None: no prior, one timing).
+    CPU's flags, ``bf16_units``, for a model on the CPU; on a GPU the CPU's
+    flags say nothing, so no prior; None: no prior, one timing).
     """
-    prior = bf16_units() if units == "flags" else units
+    if units == "flags":
+        prior = bf16_units() if obs.device.type == "cpu" else None
+    else:
+        prior = units
     if not has_convolutions(model):
         return PrecisionChoice("fp32", None, None, None)
     model = copy.deepcopy(model)
