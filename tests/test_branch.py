@@ -5,6 +5,7 @@ Serial CartPole runs in this process (no Ray): a trunk, then branches of its las
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -16,6 +17,7 @@ import torch
 from rlscale import tags
 from rlscale.config import build_config, load_saved
 from rlscale.reports.events import read_scalars
+from rlscale.reports.runs import WINDOW_SAMPLES
 from rlscale.training import checkpoint, trainer
 from rlscale.training.branch import load_branch_point
 from tests.conftest import run_in_process
@@ -182,12 +184,26 @@ def equilibrium_share(run_dir: Path) -> float | None:
 
 
 def appendix_d_average(run_dir: Path, since: float, until: float) -> float:
-    """B_simple of the total loss averaged over (since, until], each update weighted by 1/(1 + B/batch)."""
+    """B_simple of the total loss averaged over (since, until]: windows of WINDOW_SAMPLES measurements (a
+    new logged |G|^2 average each), each reading mean tr(Sigma) / mean |G|^2 over its updates and weighted
+    by its updates' 1/(1 + B/batch)."""
     scalars = read_scalars(run_dir)
-    steps, values = scalars[tags.signal_tag("total")]
+    steps, grad = scalars[tags.noise("grad_sq", "total")]
     keep = (steps > since) & (steps <= until)
-    weights = 1 / (1 + values[keep] / np.interp(steps[keep], *scalars[tags.OPTIMIZER_BATCH]))
-    return float(np.sum(weights * values[keep]) / np.sum(weights))
+    steps, grad = steps[keep], grad[keep]
+    trace = np.interp(steps, *scalars[tags.noise("trace_sigma", "total")])
+    batch = np.interp(steps, *scalars[tags.OPTIMIZER_BATCH])
+    new = np.flatnonzero(np.r_[True, np.diff(grad) != 0])  # where each measurement's update begins
+    count = len(new) // WINDOW_SAMPLES or 1
+    bounds = [new[-(-len(new) * w // count)] for w in range(count)] + [len(steps)]  # sample i: window i*count//n
+    total = weight = 0.0
+    for start, end in itertools.pairwise(bounds):
+        if grad[start:end].mean() <= 0 or trace[start:end].mean() <= 0:
+            continue  # no noise scale in this window
+        reading = trace[start:end].mean() / grad[start:end].mean()
+        progress = np.sum(1 / (1 + reading / batch[start:end]))
+        total, weight = total + progress * reading, weight + progress
+    return total / weight
 
 
 def _csv(path: Path) -> list[dict[str, str]]:

@@ -8,9 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rlscale import tags
 from rlscale.config import build_config
 from rlscale.control.cost import Fit, predicted_speedup
-from rlscale.reports.runs import RunRecord
+from rlscale.control.noise import NoiseSample, NoiseScaleEMA
+from rlscale.reports.runs import WINDOW_SAMPLES, RunRecord
 from rlscale.reports.study import cells, fixed_runs_cost, median_interval, run_ceiling, variant_of
 
 
@@ -170,6 +172,55 @@ def test_mean_noise_scale_weights_each_value_by_its_progress():
     assert run.mean_noise_scale() == pytest.approx(112.0 / 0.6)
     assert run.mean_noise_scale(until=150.0) == pytest.approx(80.0)
     assert run.mean_noise_scale(until=50.0) is None
+
+
+def metric_run(steps: np.ndarray, grad: np.ndarray, trace: np.ndarray, batch: float) -> RunRecord:
+    """A run that followed B_noise and logged its two averages, <G,HG> and tr(H Sigma), at ``steps``."""
+    cfg = build_config("cartpole", None, {"signal": "hessian"})
+    _, grad_tag, trace_tag = tags.METRIC_TAGS["hessian"]
+    scalars = {grad_tag: (steps, grad), trace_tag: (steps, trace),
+               tags.OPTIMIZER_BATCH: (steps, np.full(steps.size, batch))}
+    return RunRecord(Path("m"), cfg, scalars, None)
+
+
+def test_mean_noise_scale_weighs_windows_of_samples_by_their_progress():
+    """Two windows of WINDOW_SAMPLES samples, one logged value per update: each window reads the ratio of
+    its averages' means (100 / 1 = 100, 900 / 1 = 900 over the window's updates), weighted by its
+    updates' progress 1/(1 + B/batch) at batch 100: (16 * 0.5 * 100 + 16 * 0.1 * 900) / (16 * 0.6)."""
+    n = 2 * WINDOW_SAMPLES
+    steps = np.arange(1.0, n + 1)
+    grad = 1.0 + 1e-3 * np.arange(n)  # a new value each update: one sample each
+    trace = np.where(np.arange(n) < WINDOW_SAMPLES, 100.0, 900.0) * grad
+    run = metric_run(steps, grad, trace, 100.0)
+    assert run.mean_noise_scale() == pytest.approx((0.5 * 100 + 0.1 * 900) / 0.6)
+    assert run.mean_noise_scale(until=float(WINDOW_SAMPLES)) == pytest.approx(100.0)
+    grad[WINDOW_SAMPLES:] = -1.0 - 1e-3 * np.arange(WINDOW_SAMPLES)  # <G,HG> averaged < 0: no noise scale there
+    assert metric_run(steps, grad, trace, 100.0).mean_noise_scale() == pytest.approx(100.0)
+    assert run.mean_noise_scale(until=0.5) is None
+
+
+def test_a_runs_average_noise_scale_does_not_depend_on_how_often_it_was_measured():
+    """B_noise = 1,000 at batch 640, its samples as noisy as on MinAtar (<G,HG> negative in a quarter of
+    them), fed through the run's own running average (20,000 observations) every batch or every 25th
+    batch: averaged over training, both read the truth within 15 %. Weighing each logged value on its
+    own (a window of one sample), the every-25th run reads 0.80x the truth here."""
+    truth, batch, updates = 1000.0, 640.0, 5000
+    readings = {}
+    for cadence in (1, 25):
+        rng = np.random.default_rng(cadence)
+        ema, unseen, grad, trace = NoiseScaleEMA(20_000.0), 0.0, [], []
+        for update in range(updates):
+            unseen += batch
+            if update % cadence == 0:
+                g = 1.0 + 1.5 * rng.standard_normal()
+                ema.update(NoiseSample(g, truth * (1.0 + 0.5 * rng.standard_normal()), batch, batch), unseen)
+                unseen = 0.0
+            grad.append(ema.grad_sq)
+            trace.append(ema.trace_sigma)
+        steps = batch * np.arange(1.0, updates + 1)
+        readings[cadence] = metric_run(steps, np.array(grad), np.array(trace), batch).mean_noise_scale()
+    assert readings[1] == pytest.approx(truth, rel=0.15)
+    assert readings[25] == pytest.approx(truth, rel=0.15)
 
 
 def test_best_points_take_each_batch_size_at_its_fastest_learning_rate_reached_by_every_seed():

@@ -25,6 +25,16 @@ from rlscale.goals import GOAL_WINDOW, first_crossing, smoothed_returns, value_a
 from rlscale.reports.events import read_scalars
 from rlscale.training.checkpoint import CONFIG_FILE, SUMMARY_FILE
 
+# Measurements per window when a run's noise scale is averaged over training (RunRecord.mean_noise_scale).
+WINDOW_SAMPLES = 16
+
+
+def component_tags(signal: str) -> tuple[str, str]:
+    """The tags of the two averages whose ratio is ``signal``'s noise scale: |G|^2 (or G^T M G), tr(M Sigma)."""
+    if signal in tags.METRICS:
+        return tags.METRIC_TAGS[signal][1], tags.METRIC_TAGS[signal][2]
+    return tags.noise("grad_sq", signal), tags.noise("trace_sigma", signal)
+
 
 @dataclass(frozen=True)
 class GoalHit:
@@ -106,11 +116,52 @@ class RunRecord:
 
         Appendix D, eq. D.1: E_min/S_min = (integral of B_noise ds) / (integral of ds),
         with s counted in full-batch steps. An optimizer step at batch B makes
-        ds = 1/(1 + B_noise/B) full-batch steps of progress, so each logged value is
-        weighted by that: stretches where the noise dominates (B_noise >> B, where
-        the estimate also spikes) make little progress and weigh little. Updates
-        where B_simple was undefined are not in the log and do not enter.
+        ds = 1/(1 + B_noise/B) full-batch steps of progress, so each stretch's reading is
+        weighted by that: stretches where the noise dominates make little progress and weigh little.
+
+        The weight caps what a reading adds at about the batch and weighs a low one more, so over
+        noisy readings the average reads low, the more the noisier they are: B_noise read every 25th
+        batch (one or two samples per running average) read half of what the same runs read every
+        batch (docs/notebook/results.md, "Does the measuring cadence move the Hessian readings?").
+        So the readings weighed are those of windows of ``WINDOW_SAMPLES`` measurements each: the ratio
+        of the run's two logged averages (tr(Sigma) over |G|^2, or the metric's), each averaged over
+        the window's updates. A window holds as many samples at any cadence; a window where either
+        average is not positive has no noise scale and is left out. Runs that logged only the ratio
+        (older ones) are read update by update.
         """
+        signal = self.cfg.control.signal if part is None else part
+        grad_tag, trace_tag = component_tags(signal)
+        if grad_tag not in self.scalars or trace_tag not in self.scalars:
+            return self.mean_logged_noise_scale(part, until, since)
+        steps, grad = self.scalars[grad_tag]
+        keep = (steps <= (np.inf if until is None else until)) & (steps > (-np.inf if since is None else since))
+        steps, grad = steps[keep], grad[keep]
+        if not steps.size:
+            return None
+        trace = np.interp(steps, *self.scalars[trace_tag])
+        batch = np.interp(steps, *self.scalars[tags.OPTIMIZER_BATCH])
+        # A new sample changes the logged average; updates between samples log it unchanged.
+        sample = np.cumsum(np.r_[True, np.diff(grad) != 0]) - 1
+        windows = max(1, (sample[-1] + 1) // WINDOW_SAMPLES)
+        window = np.minimum(sample * windows // (sample[-1] + 1), windows - 1)
+        readings, progress = [], []
+        for w in range(windows):
+            inside = window == w
+            grad_sq, trace_sigma = grad[inside].mean(), trace[inside].mean()
+            if grad_sq <= 0 or trace_sigma <= 0:  # as the logged ratio: undefined, not a number to average
+                continue
+            reading = trace_sigma / grad_sq
+            readings.append(reading)
+            progress.append(np.sum(1.0 / (1.0 + reading / batch[inside])))
+        if not readings:
+            return None
+        return float(np.dot(readings, progress) / np.sum(progress))
+
+    def mean_logged_noise_scale(self, part: str | None = None, until: float | None = None,
+                                since: float | None = None) -> float | None:
+        """eq. D.1 over the logged noise scale update by update: the reading of runs that logged no averages
+        of its two quantities (and of every run before the windows; benchmarks/noise_readings.py sets the
+        two side by side). Updates where it was undefined are not in the log and do not enter."""
         tag = self.signal_tag if part is None else tags.signal_tag(part)
         if tag not in self.scalars:
             return None
