@@ -65,3 +65,16 @@ def test_too_few_points_and_bad_values():
     # Three points leave one degree of freedom: a standard error exists.
     steps, examples = front(100.0, 10_000.0, np.array([10.0, 100.0, 1000.0]))
     assert np.isfinite(fit_pareto(steps * [1.01, 0.99, 1.0], examples * [1.01, 0.99, 1.0]).b_crit_se)
+
+
+def test_power_law_recovers_how_a_reading_moves_with_the_batch_and_the_rate():
+    """Readings 5 * batch^0.7 * lr^-1.2 on four cells (two off one rate) give back 0.7 and -1.2 exactly;
+    one rate only, or every cell at one temperature (lr / batch), cannot separate the two: None."""
+    from rlscale.reports.pareto import power_law
+
+    cells = [(b, lr, 5 * b**0.7 * lr**-1.2) for b, lr in ((160, 1e-2), (640, 1e-2), (640, 4e-2), (1280, 2e-2))]
+    a, b, rms = power_law(cells)
+    assert (a, b) == (pytest.approx(0.7), pytest.approx(-1.2)) and rms == pytest.approx(0, abs=1e-12)
+    assert power_law([(160, 1e-2, 1.0), (640, 1e-2, 2.0), (1280, 1e-2, 3.0)]) is None
+    assert power_law([(160, 1e-2, 1.0), (320, 2e-2, 2.0), (640, 4e-2, 3.0)]) is None
+

@@ -194,12 +194,15 @@ def cell_noise_lines(runs: list[RunRecord], goal: float) -> list[str]:
     lines = [f"noise scales averaged up to goal {goal:g} (median over seeds; * a seed fell short, read to its end):",
              "batch  lr        lr/batch  " + "  ".join(f"{SIGNAL_COLUMNS[s]:>15}" for s in signals)
              + ("  equilibrium share" if equilibrium else "")]
+    read: dict[str, list[tuple[float, float, float]]] = {s: [] for s in signals}  # (batch, lr, median)
     for (batch, lr), group in sorted(grid_cells(runs).items()):
         until = [h.agent_steps if (h := r.goal(goal)) else None for r in group]
         medians = []
         for signal in signals:
             values = [r.mean_noise_scale(signal, until=u) for r, u in zip(group, until, strict=True)]
             medians.append(_median(values))
+            if present := [v for v in values if v is not None]:
+                read[signal].append((batch, lr, float(np.median(present))))
         if equilibrium:
             medians.append(_median([r.equilibrium_share(until=u) for r, u in zip(group, until, strict=True)],
                                    ".2f"))
@@ -210,7 +213,28 @@ def cell_noise_lines(runs: list[RunRecord], goal: float) -> list[str]:
         lines.append("equilibrium share: lr tr(PHP Sigma) / 2B (lr as clipped steps took it) over the measured "
                      "G^T P G: the gradient appendix C's equilibrium holds by noise alone against the one measured "
                      "(~1 there, <1 where a slope adds to it, >1 where the run is not near it)")
+    fits = {s: fit for s in signals if (fit := power_law(read[s])) is not None}
+    if fits:
+        lines.append("how the readings move with the batch and the rate (least squares over the cells' medians in "
+                     "log-log; appendix C's temperature law would be batch^+1 lr^-1):")
+        lines += [f"  {SIGNAL_COLUMNS[s]} ~ batch^{a:+.2f} lr^{b:+.2f} over {len(read[s])} cells "
+                  f"(rms {math.exp(rms):.2f}x)" for s, (a, b, rms) in fits.items()]
     return lines
+
+
+def power_law(cells: list[tuple[float, float, float]]) -> tuple[float, float, float] | None:
+    """(a, b, rms) of reading = c * batch^a * lr^b fitted to (batch, lr, reading) cells by least squares in
+    logs, rms the residual's (natural log). None without at least three cells, two batch sizes and two
+    rates (fewer cannot separate the two exponents)."""
+    if len(cells) < 3 or len({c[0] for c in cells}) < 2 or len({c[1] for c in cells}) < 2:
+        return None
+    logs = np.log(np.array(cells))
+    design = np.column_stack([np.ones(len(cells)), logs[:, 0], logs[:, 1]])
+    coef, _, rank, _ = np.linalg.lstsq(design, logs[:, 2], rcond=None)
+    if rank < 3:  # every cell at one temperature, say: batch and rate move together
+        return None
+    rms = float(np.sqrt(np.mean((design @ coef - logs[:, 2]) ** 2)))
+    return float(coef[1]), float(coef[2]), rms
 
 
 def _median(values: list[float | None], spec: str = ",.0f") -> str:
