@@ -36,7 +36,8 @@ MEASURE_ALL = {"measure_noise": True, "noise_parts_every": 1, "curvature_every":
 
 @pytest.fixture
 def exact_fp32():
-    """cuDNN's convolutions default to TF32 (10-bit mantissas) on this GPU; compared with the CPU's fp32, off."""
+    """cuDNN's convolutions default to TF32 (10-bit mantissas) on Ampere and later GPUs; against the CPU's
+    fp32, off for the comparison (training keeps the default)."""
     before = torch.backends.cudnn.allow_tf32
     torch.backends.cudnn.allow_tf32 = False
     yield
