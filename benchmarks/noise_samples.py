@@ -19,7 +19,14 @@ import numpy as np
 
 from rlscale import tags
 from rlscale.control.noise import recovered_samples
-from rlscale.reports.runs import find_runs, load_run
+from rlscale.reports.runs import RunRecord, component_tags, find_runs, load_run
+
+
+def sampling_every(run: RunRecord, signal: str) -> int:
+    """Every how many batches the run took a sample of ``signal`` (0: never)."""
+    if signal in tags.METRICS:
+        return run.cfg.noise.curvature_every
+    return run.cfg.noise.noise_parts_every if signal in ("policy", "value") else 1
 
 
 def main() -> None:
@@ -31,12 +38,15 @@ def main() -> None:
     np.set_printoptions(suppress=True, linewidth=160)
     for path in find_runs(args.paths):
         run = load_run(path)
-        if args.signal in tags.METRICS:
-            _, grad_tag, trace_tag = tags.METRIC_TAGS[args.signal]
-        else:
-            grad_tag, trace_tag = tags.noise("grad_sq", args.signal), tags.noise("trace_sigma", args.signal)
+        grad_tag, trace_tag = component_tags(args.signal)
         if grad_tag not in run.scalars:
             print(f"{path}: no {grad_tag} logged")
+            continue
+        every = sampling_every(run, args.signal)
+        if every != 1:
+            # Between samples those batches age the average, which the log does not tell from settling.
+            print(f"{path}: {args.signal} sampled every {every} batches; its samples are recovered only "
+                  "where it is sampled every batch")
             continue
         steps, grad = run.scalars[grad_tag]
         _, trace = run.scalars[trace_tag]

@@ -201,8 +201,10 @@ def recovered_samples(steps: Sequence[float], averages: Sequence[float], horizon
     the previous one, so ``sample = (A_t - d A_(t-1)) / (1 - d)`` on the uncorrected averages A, exactly.
     ``steps``: observations trained when each average was logged (the first sample's n counts from 0).
     An average logged unchanged is a batch that took no sample and aged nothing (--noise-settle): NaN
-    there, and the next sample's n counts from it. For reading a run's logged noise scale batch by batch
-    (benchmarks/noise_samples.py)."""
+    there, and the next sample's n counts from it. So it is exact for a quantity sampled every batch; one
+    sampled every k-th batch (the metrics' --curvature-every, the parts' --noise-parts-every) is aged by
+    the batches between, which its log does not tell from settling ones. For reading a run's logged noise
+    scale batch by batch (benchmarks/noise_samples.py)."""
     samples, previous, weight, last, logged = [], 0.0, 0.0, 0.0, None
     for step, average in zip(steps, averages, strict=True):
         if average == logged:

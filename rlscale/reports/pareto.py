@@ -200,9 +200,9 @@ def cell_noise_lines(runs: list[RunRecord], goal: float) -> list[str]:
         medians = []
         for signal in signals:
             values = [r.mean_noise_scale(signal, until=u) for r, u in zip(group, until, strict=True)]
-            medians.append(_median(values))
             if present := [v for v in values if v is not None]:
                 read[signal].append((batch, lr, float(np.median(present))))
+            medians.append(format_number(read[signal][-1][2] if present else None))
         if equilibrium:
             medians.append(_median([r.equilibrium_share(until=u) for r, u in zip(group, until, strict=True)],
                                    ".2f"))
