@@ -23,6 +23,7 @@ from rlscale.control.noise import (
     equilibrium_grad_sq,
     estimate,
     recovered_samples,
+    slow_gradient_sq,
 )
 from tests.floats import largest, sum_tolerance
 
@@ -269,3 +270,26 @@ def test_the_samples_behind_logged_averages_are_recovered_exactly():
     for averages, truth in ((grad_avgs, [g for g, _ in fed]), (trace_avgs, [t for _, t in fed])):
         np.testing.assert_allclose(recovered_samples(steps, averages, 20_000), truth,
                                    **sum_tolerance(2, largest(averages) * amplification, torch.float64))
+
+
+@pytest.mark.parametrize("window", [2, 16])
+def test_the_slow_gradient_estimate_is_unbiased_where_batches_are_independent(window):
+    """The mean of W independent batch gradients' squared norm, less sum tr(Sigma_t)/B_t / W^2, averages to
+    |mean G|^2: least squares with |G|^2 = 1 and tr(Sigma) = 41, batches of 40 and 160 (at W = 2 the
+    noise term is 0.32, so the test fails without it)."""
+    rng = np.random.default_rng(window)
+    r, s, d = problem(8, 2.0), 2.0, 8
+    trace = true_noise_scale(r, s)[1]
+    batches = [40, 160] * (window // 2)
+    estimates = []
+    for _ in range(4000):
+        grads = []
+        for b in batches:  # each batch's mean gradient, drawn as the sum of b per-sample gradients
+            x = rng.standard_normal((b, d))
+            eps = s * rng.standard_normal(b)
+            grads.append((x * (x @ r - eps)[:, None]).mean(axis=0))
+        mean = np.mean(grads, axis=0)
+        estimates.append(slow_gradient_sq(float(mean @ mean), [trace / b for b in batches]))
+    assert np.mean(estimates) == pytest.approx(1.0, rel=0.05)
+    with pytest.raises(ValueError):
+        slow_gradient_sq(1.0, [])

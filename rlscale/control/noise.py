@@ -85,6 +85,22 @@ def equilibrium_grad_sq(lr: float, batch: float, trace_metric_sigma: float) -> f
     return lr * trace_metric_sigma / (2.0 * batch)
 
 
+def slow_gradient_sq(mean_sq_norm: float, trace_over_batch: Sequence[float]) -> float:
+    """|mean over W updates of G|^2 from the squared norm of the mean of their W batch gradients.
+
+    Each batch gradient is the true gradient at that update plus independent noise of covariance
+    Sigma_t / B_t, so the mean of W of them carries noise sum_t tr(Sigma_t)/B_t / W^2 in its squared
+    norm; ``trace_over_batch`` holds each update's tr(Sigma_t)/B_t (from ``estimate``). Unbiased
+    where the noise of one batch does not move the gradients of the next: the parameters' response to
+    it (the restoring step) makes the mean of a real run's gradients smaller, which is what
+    benchmarks/gradient_drift.py measures.
+    """
+    window = len(trace_over_batch)
+    if window < 1:
+        raise ValueError("need at least one update")
+    return mean_sq_norm - sum(trace_over_batch) / window**2
+
+
 def metric_estimate(group_sizes: Sequence[float], diagonal: Sequence[float],
                     cross: Sequence[float]) -> NoiseSample:
     """G^T M G and tr(M Sigma) for a metric M estimated on independent env groups (docs/noise-scale.md).
