@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from rlscale.control.noise import estimate, slow_gradient_sq
+from rlscale.errors import UserError
 
 LAG_TAG = "drift/lag1_dot"
 RAW_GRAD_SQ = "noise_raw/grad_sq_total"
@@ -95,8 +96,9 @@ def install(windows: list[int]) -> None:
     step = learner_module.Learner.step
 
     def step_with_drift(self, grad, lr):
-        if not isinstance(self, A2CLearner):
-            return step(self, grad, lr)
+        if not isinstance(self, A2CLearner) or self.data_parallel is not None:
+            raise UserError("benchmarks/gradient_drift.py measures one A2C learner's updates (--agent a2c, "
+                            "no --learners); this run's learner is not one")
         meter = self.__dict__.setdefault("drift_meter", DriftMeter(windows))
         extra: dict[str, float] = {}
         if grad.finite and self.measuring and grad.sq_norms.get("total"):
@@ -174,7 +176,9 @@ def read(args: argparse.Namespace) -> None:
     best = {float(b): float(lr) for b, lr in (x.split("@") for x in args.best)}
     cells = cell_readings(args.paths, args.goal)
     if not cells:
-        sys.exit(f"no run in {', '.join(map(str, args.paths))} reached goal {args.goal:g} with drift/ tags")
+        print(f"error: no run in {', '.join(map(str, args.paths))} reached goal {args.goal:g} with drift/ tags "
+              "(train them with this script's train)", file=sys.stderr)
+        sys.exit(2)
     for name, by_cell in cells.items():
         medians = {cell: float(np.median(v)) for cell, v in sorted(by_cell.items())}
         finite = [(b, lr, v) for (b, lr), v in medians.items() if 0 < v < math.inf]
@@ -205,7 +209,7 @@ def main() -> None:
         install([int(w) for w in known.windows.split(",") if w])
         from rlscale.train import main as train
 
-        sys.exit(train(rest))
+        sys.exit(train(rest))  # a UserError, here or in the run, is one line and exit code 2
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["read"], help="read runs trained with `train`")
     parser.add_argument("paths", nargs="+", type=Path, help="run directories, or sweeps holding them")
