@@ -203,14 +203,16 @@ def read(args: argparse.Namespace) -> None:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "train":
-        parser = argparse.ArgumentParser(description="rlscale.train with the drift diagnostics (A2C)")
+        # --help goes on to rlscale.train's help; --windows is described in this module's docstring
+        parser = argparse.ArgumentParser(add_help=False)
         parser.add_argument("--windows", default="2,4,16,64", help="window lengths in updates, comma-separated")
         known, rest = parser.parse_known_args(sys.argv[2:])
         install([int(w) for w in known.windows.split(",") if w])
         from rlscale.train import main as train
 
         sys.exit(train(rest))  # a UserError, here or in the run, is one line and exit code 2
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=(
+        "to train runs to read: gradient_drift.py train ENV [--windows 2,4,16,64] [rlscale.train's arguments]"))
     parser.add_argument("command", choices=["read"], help="read runs trained with `train`")
     parser.add_argument("paths", nargs="+", type=Path, help="run directories, or sweeps holding them")
     parser.add_argument("--goal", type=float, required=True, help="read each run up to where it first reached it")

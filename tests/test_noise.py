@@ -284,7 +284,7 @@ def test_the_slow_gradient_estimate_is_unbiased_where_batches_are_independent(wi
     estimates = []
     for _ in range(4000):
         grads = []
-        for b in batches:  # each batch's mean gradient, drawn as the sum of b per-sample gradients
+        for b in batches:  # each batch's gradient: the mean of its b per-sample gradients
             x = rng.standard_normal((b, d))
             eps = s * rng.standard_normal(b)
             grads.append((x * (x @ r - eps)[:, None]).mean(axis=0))
