@@ -26,18 +26,20 @@ reverse from update to update?".
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from rlscale import tags
 from rlscale.control.noise import estimate, slow_gradient_sq
 from rlscale.errors import UserError
 
 LAG_TAG = "drift/lag1_dot"
-RAW_GRAD_SQ = "noise_raw/grad_sq_total"
 
 
 class DriftMeter:
@@ -53,11 +55,13 @@ class DriftMeter:
         self.open = {w: {} for w in self.windows}
 
     def update(self, flat: torch.Tensor, trace: float, batch: float, precond_trace: float | None,
-               precond: torch.Tensor | None) -> dict[str, float]:
+               precond: Callable[[], torch.Tensor | None]) -> dict[str, float]:
+        """One measured update: ``flat`` its batch gradient (a fresh tensor, kept as the next one's previous),
+        ``precond`` gives P as one vector when a window closes (None without a preconditioner)."""
         out: dict[str, float] = {}
         if self.previous is not None and self.previous.shape == flat.shape:
             out[LAG_TAG] = float(flat.dot(self.previous))
-        self.previous = flat.clone()
+        self.previous = flat
         for w in self.windows:
             acc = self.open[w] or {"sum": torch.zeros_like(flat), "plain": [], "metric": []}
             self.open[w] = acc
@@ -70,8 +74,8 @@ class DriftMeter:
             mean = acc["sum"] / w
             out[f"drift/w{w}_grad_sq"] = slow_gradient_sq(float(mean.dot(mean)), [t / b for t, b in acc["plain"]])
             out[f"drift/w{w}_trace"] = float(np.mean([t for t, _ in acc["plain"]]))
-            if precond is not None and len(acc["metric"]) == w:
-                out[f"drift/w{w}_gpg"] = slow_gradient_sq(float((precond * mean * mean).sum()),
+            if len(acc["metric"]) == w and (p := precond()) is not None:
+                out[f"drift/w{w}_gpg"] = slow_gradient_sq(float((p * mean * mean).sum()),
                                                           [t / b for t, b in acc["metric"]])
                 out[f"drift/w{w}_trace_p"] = float(np.mean([t for t, _ in acc["metric"]]))
             self.open[w] = {}
@@ -85,6 +89,7 @@ def install(windows: list[int]) -> None:
     from rlscale.agents.curvature import preconditioner
 
     last_precond_trace: dict[int, float | None] = {}
+    meters: dict[int, DriftMeter] = {}  # per learner (one in a run)
     measure = learner_module.metric_samples
 
     def metric_samples(*args, **kwargs):
@@ -99,13 +104,18 @@ def install(windows: list[int]) -> None:
         if not isinstance(self, A2CLearner) or self.data_parallel is not None:
             raise UserError("benchmarks/gradient_drift.py measures one A2C learner's updates (--agent a2c, "
                             "no --learners); this run's learner is not one")
-        meter = self.__dict__.setdefault("drift_meter", DriftMeter(windows))
+        if (meter := meters.get(id(self))) is None:
+            meter = meters[id(self)] = DriftMeter(windows)
         extra: dict[str, float] = {}
         if grad.finite and self.measuring and grad.sq_norms.get("total"):
             flat = torch.cat([p.grad.reshape(-1) for p in self.params]).double()
             sample = estimate(grad.sq_norms["total"], grad.sizes, grad.big_sq_norms["total"])
-            p = preconditioner(self.optimizer, self.params)
-            precond = torch.cat([x.reshape(-1) for x in p]).double() if p is not None else None
+
+            @functools.cache
+            def precond() -> torch.Tensor | None:  # read only when a window closes, once per update
+                p = preconditioner(self.optimizer, self.params)
+                return torch.cat([x.reshape(-1) for x in p]).double() if p is not None else None
+
             extra = meter.update(flat, sample.trace_sigma, float(sum(grad.sizes)),
                                  last_precond_trace.pop(0, None), precond)
         else:
@@ -117,14 +127,14 @@ def install(windows: list[int]) -> None:
 
 # ---------------------------------------------------------------------------- reading
 
-READINGS = {"B_simple": ("noise/grad_sq_total", "noise/trace_sigma_total"), "B_P": ("noise/gpg", "noise/trace_p_sigma"),
-            "B_noise": ("noise/ghg", "noise/trace_h_sigma"), "B_PH": ("noise/gphpg", "noise/trace_php_sigma")}
-
 
 def cell_readings(paths: list[Path], goal: float) -> dict[str, dict[tuple[float, float], list[float]]]:
     """Per reading name, per (batch, lr): each run's value up to where it first reached ``goal``."""
-    from rlscale.reports.runs import find_runs, load_run, optimizer_batch
+    from rlscale.reports.runs import component_tags, find_runs, load_run, optimizer_batch
 
+    raw_grad_sq = tags.raw_noise("grad_sq", "total")
+    # The four estimators' two averages, under the console's names (B_simple of the total loss as "B_simple").
+    readings = {("B_simple" if s == "total" else tags.signal_label(s)): component_tags(s) for s in ("total", *tags.METRICS)}
     cells: dict[str, dict[tuple[float, float], list[float]]] = {}
     for path in find_runs(paths):
         run = load_run(path)
@@ -140,10 +150,10 @@ def cell_readings(paths: list[Path], goal: float) -> dict[str, dict[tuple[float,
             return float(np.mean(values[keep])) if keep.any() else None
 
         cell = (optimizer_batch(run), run.cfg.agent.lr)
-        lag, raw = mean(LAG_TAG), mean(RAW_GRAD_SQ)
+        lag, raw = mean(LAG_TAG), mean(raw_grad_sq)
         if lag is not None and raw:
             cells.setdefault("rho", {}).setdefault(cell, []).append(lag / raw)
-        pairs = dict(READINGS)
+        pairs = dict(readings)
         for tag in run.scalars:
             if tag.startswith("drift/w") and tag.endswith("_grad_sq"):
                 w = tag[len("drift/w"):-len("_grad_sq")]
@@ -153,25 +163,14 @@ def cell_readings(paths: list[Path], goal: float) -> dict[str, dict[tuple[float,
             g, t = mean(grad_tag), mean(trace_tag)
             if g is not None and t is not None:  # a mean |G|^2 <= 0: the noise scale is undefined (inf)
                 cells.setdefault(name, {}).setdefault(cell, []).append(t / g if g > 0 else math.inf)
-                if name in READINGS:  # which of the two moves with the batch and the rate
+                if name in readings:  # which of the two moves with the batch and the rate
                     cells.setdefault(f"{name} gradient term", {}).setdefault(cell, []).append(g)
                     cells.setdefault(f"{name} trace", {}).setdefault(cell, []).append(t)
     return cells
 
 
-def self_consistent(points: list[tuple[float, float]]) -> float | None:
-    """The batch where reading = batch, log-log between the first pair of batch sizes that brackets it."""
-    for (b0, v0), (b1, v1) in zip(points, points[1:], strict=False):
-        if not (0 < v0 < math.inf and 0 < v1 < math.inf):
-            continue
-        r0, r1 = math.log(v0 / b0), math.log(v1 / b1)
-        if r0 >= 0 > r1:
-            return math.exp(math.log(b0) + r0 / (r0 - r1) * (math.log(b1) - math.log(b0)))
-    return None
-
-
 def read(args: argparse.Namespace) -> None:
-    from rlscale.reports.pareto import power_law
+    from rlscale.reports.pareto import first_crossing, power_law
 
     best = {float(b): float(lr) for b, lr in (x.split("@") for x in args.best)}
     cells = cell_readings(args.paths, args.goal)
@@ -194,8 +193,8 @@ def read(args: argparse.Namespace) -> None:
         line = f"{'':12s} fit reading = c * batch^{fit[0]:+.2f} * lr^{fit[1]:+.2f} (rms {fit[2]:.2f})" if fit else \
             f"{'':12s} too few defined cells for a fit"
         if args.bcrit and best:
-            point = self_consistent(sorted((b, v) for (b, lr), v in medians.items()
-                                           if b in best and math.isclose(lr, best[b])))
+            point = first_crossing([(b, math.log(v / b)) for (b, lr), v in medians.items()  # in batch order
+                                    if b in best and math.isclose(lr, best[b]) and 0 < v < math.inf])
             line += (f"; self-consistent batch {point:,.0f} = {point / args.bcrit:.2f}x B_crit" if point else
                      "; no self-consistent batch inside the grid")
         print(line)

@@ -268,14 +268,22 @@ def self_consistent_batch(points: list[FrontPoint], signal: str,
             if (value := averaged_noise([point], signal, noise)) is not None]
     if len(read) < 2:
         return None
+    batch = first_crossing(read)
+    if batch is None:
+        return SelfConsistent(None, "above" if read[-1][1] >= 0 else "below")
+    logs = np.log([b for b, _ in read])
+    # Over every batch read, not the two around the crossing: one cell's seeds move a two-point slope a lot.
+    slope = 1.0 + float(np.polyfit(logs, [r for _, r in read], 1)[0])
+    return SelfConsistent(batch, slope=slope)
+
+
+def first_crossing(read: list[tuple[float, float]]) -> float | None:
+    """The batch where log(reading / batch), given as (batch, log ratio) in batch order, first falls through 0
+    (from a reading at or above its batch to one below), interpolated in log-log; None where it never does."""
     for (b0, r0), (b1, r1) in zip(read, read[1:], strict=False):
         if r0 >= 0 > r1:
-            span = math.log(b1) - math.log(b0)
-            logs = np.log([b for b, _ in read])
-            # Over every batch read, not the two around the crossing: one cell's seeds move a two-point slope a lot.
-            slope = 1.0 + float(np.polyfit(logs, [r for _, r in read], 1)[0])
-            return SelfConsistent(math.exp(math.log(b0) + r0 / (r0 - r1) * span), slope=slope)
-    return SelfConsistent(None, "above" if read[-1][1] >= 0 else "below")
+            return math.exp(math.log(b0) + r0 / (r0 - r1) * (math.log(b1) - math.log(b0)))
+    return None
 
 
 def bootstrap_ratios(runs: list[RunRecord], goal: float, draws: int = 200, seed: int = 0,
