@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -136,14 +137,12 @@ def train_subprocess(args: list[str], stdout: Path | None = None) -> subprocess.
 
 def _interruptible() -> None:
     """Ctrl-C's default in the child: pytest-xdist's workers ignore SIGINT, and a child inherits that."""
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def interrupt_when(proc: subprocess.Popen, ready, timeout: float, settle: float = 0.0) -> str:
-    """Wait until ``ready()`` (the process must stay alive), then send SIGINT; its stderr."""
-    import signal
+def interrupt_when(proc: subprocess.Popen, ready, timeout: float, settle: float = 0.0,
+                   sig: signal.Signals = signal.SIGINT) -> str:
+    """Wait until ``ready()`` (the process must stay alive), then send ``sig``; its stderr."""
     import time
 
     try:
@@ -153,7 +152,7 @@ def interrupt_when(proc: subprocess.Popen, ready, timeout: float, settle: float 
             assert time.monotonic() < deadline, "not ready in time"
             time.sleep(0.2)
         time.sleep(settle)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         return proc.communicate(timeout=120)[1]
     finally:
         proc.kill()

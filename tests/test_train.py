@@ -161,16 +161,20 @@ def test_sigkill_then_resume_continues_without_gaps_or_duplicates(tmp_path, caps
     assert steps == list(range(20, 12_001, 20))  # every update once: no gap, no duplicate
 
 
-def test_sigint_leaves_a_checkpoint_and_a_resume_hint(tmp_path):
+@pytest.mark.parametrize(("sig", "where"), [(signal.SIGINT, ["--serial"]), (signal.SIGTERM, ["--n-actors", "2"])],
+                         ids=["sigint-serial", "sigterm-ray-actors"])
+def test_sigint_or_sigterm_leaves_a_checkpoint_and_a_resume_hint(tmp_path, sig, where):
+    # SIGTERM with Ray actors: ray.init sets a SIGTERM handler of its own that exits at once;
+    # the run's must be the one that answers (a scheduler's or a container's stop).
     run_dir = tmp_path / "run"
     out = tmp_path / "stdout.txt"
-    proc = train_subprocess(["cartpole", "--serial", "--checkpoint-every", "100000",
+    proc = train_subprocess(["cartpole", *where, "--checkpoint-every", "100000",
                              "--run-dir", str(run_dir)], stdout=out)
     # Interrupted once it has trained (its first progress line), however loaded the machine is.
-    err = interrupt_when(proc, lambda: "\n[" in out.read_text(), timeout=120)
-    assert proc.returncode == 130
+    err = interrupt_when(proc, lambda: "\n[" in out.read_text(), timeout=120, sig=sig)
+    assert proc.returncode == 130, err
     assert "resume with: python -m rlscale.train --resume" in err
-    assert "Traceback" not in err
+    assert "Traceback" not in err and "SIGTERM received" not in err
     assert read_counters(run_dir)["agent_steps"] > 0
 
 

@@ -11,9 +11,11 @@ which vector envs is the Ray-free ``rollout.Pool``.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -136,16 +138,8 @@ def init_ray(address: str, log_to_driver: bool = True, notices: Path | None = No
         _check_reachable(address, named_by)
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     try:
-        if address:
-            ray.init(address=address, logging_level="ERROR", log_to_driver=log_to_driver)
-        else:
-            # "local": a Ray of this run's own, even where another runs on this machine
-            # (a second run, a test suite); without it ray.init joins that one.
-            # Ray starts its workers at nice 15, below this driver: with --overlap the
-            # learner then starved the rollout actors of CPU. They are the work, not
-            # background tasks, so they run at the driver's priority (docs/notebook/performance.md).
-            ray.init(address="local", include_dashboard=False, logging_level="ERROR",
-                     log_to_driver=log_to_driver, _system_config={"worker_niceness": 0})
+        with handlers_kept(signal.SIGINT, signal.SIGTERM):
+            _start_or_join(address, log_to_driver)
     except (ConnectionError, RuntimeError, ValueError) as err:
         where = f"at '{address}'" if address else "embedded"
         raise UserError(
@@ -153,6 +147,41 @@ def init_ray(address: str, log_to_driver: bool = True, notices: Path | None = No
             f"check the address, or {_drop(named_by or '--address')} to run on this machine"
         ) from None
     return True
+
+
+@contextmanager
+def handlers_kept(*signals: signal.Signals) -> Iterator[None]:
+    """The handlers of ``signals`` that the process had set before the block, put back after it.
+
+    ``ray.init`` replaces SIGTERM's with one that exits at once (``sys.exit``), and
+    its core worker then prints a C++ stack for the signal: a run stopped by
+    SIGTERM (``timeout``, ``kill``, a scheduler, a container's stop) ended
+    without the checkpoint its own handler writes. A signal left at its default
+    keeps Ray's handler (Ray's exit shuts Ray down). Only the main thread may set
+    handlers (a Ray Tune trial runs in another one); one set outside Python
+    (``getsignal`` gives None) cannot be put back.
+    """
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = {sig: signal.getsignal(sig) for sig in signals} if main_thread else {}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            if handler not in (None, signal.SIG_DFL):
+                signal.signal(sig, handler)
+
+
+def _start_or_join(address: str, log_to_driver: bool) -> None:
+    if address:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=log_to_driver)
+    else:
+        # "local": a Ray of this run's own, even where another runs on this machine
+        # (a second run, a test suite); without it ray.init joins that one.
+        # Ray starts its workers at nice 15, below this driver: with --overlap the
+        # learner then starved the rollout actors of CPU. They are the work, not
+        # background tasks, so they run at the driver's priority (docs/notebook/performance.md).
+        ray.init(address="local", include_dashboard=False, logging_level="ERROR",
+                 log_to_driver=log_to_driver, _system_config={"worker_niceness": 0})
 
 
 @contextmanager
