@@ -19,7 +19,11 @@
 
 Each row prints agent steps per second, the fraction of the ceiling (of the
 precision the row's learner took), the ratio to its lean peer, and busy
-against quiet. The CPU's kind (bf16 units or not, and oneDNN's cap when one
+against quiet. Then, for rlscale's rows, where their updates went: the median
+seconds of each update's two phases as the run logs them
+(``perf/rollout_seconds``: weights out, the actors' rollout, the batch back;
+``perf/learner_seconds``), each against its share of the ceiling (its parts'
+CPU time per update spread over every core): a phase at 1.00x loses nothing. The CPU's kind (bf16 units or not, and oneDNN's cap when one
 is emulated with ``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``) heads
 the output. Speed targets live here, not in timed tests: machines differ.
 """
@@ -36,10 +40,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from benchtiming import Rate, busy_cpu_seconds, timed
 from lean import lean_a2c, lean_ppo, pong_network, random_pong
 
+from rlscale import tags
 from rlscale.config import build_config
 from rlscale.envs.vector import probe_spec, sample_observations
 from rlscale.models.precision import bf16_units
@@ -150,14 +156,43 @@ def measure_parts(seconds: float, learner_rows: int, steps_per_pass: float) -> P
                  {p: learner_part(seconds, p, learner_rows, steps_per_pass) for p in precisions})
 
 
-def rlscale_default(algo: str, seconds: float, n_envs: int, overrides: dict | None = None) -> tuple[Rate, str]:
+@dataclass(frozen=True)
+class Split:
+    """Where an engine's update went: median seconds of its two phases, as the run logs them."""
+
+    agent_steps: int  # per update
+    rollout: float  # perf/rollout_seconds: weights out, the actors' rollout, the batch back
+    learner: float  # perf/learner_seconds
+
+    def against(self, parts: Parts, precision: str) -> str:
+        """Each phase against its share of the ceiling: its parts' CPU time spread over every core."""
+        cores = os.cpu_count() or 1
+        rollout_share = self.agent_steps * (parts.emulator + parts.inference) / cores / 1e3
+        learner_share = self.agent_steps * parts.learner[precision] / cores / 1e3
+        return (f"per update of {self.agent_steps:,} agent steps: rollout {self.rollout:.3f} s = "
+                f"{self.rollout / rollout_share:.2f}x its share of the ceiling ({rollout_share:.3f} s), "
+                f"learner {self.learner:.3f} s = {self.learner / learner_share:.2f}x ({learner_share:.3f} s)")
+
+
+def rlscale_default(algo: str, seconds: float, n_envs: int,
+                    overrides: dict | None = None) -> tuple[Rate, str, Split]:
     """The default run's engine (``train pong`` / ``train pong --agent a2c``, with ``overrides``), updates back
-    to back."""
+    to back: its rate, the learner's precision and where its updates' time went."""
     cfg = build_config("pong", algo, {"n_envs": n_envs, "warmup_max_steps": 0, **(overrides or {})})
     engine = NativeEngine(cfg, n_envs)
+    phases: list[tuple[int, float, float]] = []
+
+    def update() -> int:
+        result = engine.update(cfg.agent.lr)
+        phases.append((result.agent_steps, result.metrics[tags.ROLLOUT_SECONDS],
+                       result.metrics[tags.LEARNER_SECONDS]))
+        return result.agent_steps
+
     try:
-        rate = timed(lambda: engine.update(cfg.agent.lr).agent_steps, seconds, warmup=2)
-        return rate, engine.cfg.run.learner_precision
+        warmup = 2
+        rate = timed(update, seconds, warmup=warmup)
+        steps, rollout, learner = np.median(np.array(phases[warmup:]), axis=0)
+        return rate, engine.cfg.run.learner_precision, Split(int(steps), float(rollout), float(learner))
     finally:
         engine.close()
 
@@ -168,6 +203,7 @@ class Row:
     rate: Rate
     precision: str  # the learner's: the ceiling it is held to
     peer: str  # the lean row it is compared with ("" for a lean row)
+    split: Split | None  # where an rlscale row's updates went (None for a lean row)
 
 
 def main() -> None:
@@ -195,14 +231,14 @@ def main() -> None:
 
     rows: dict[tuple[str, bool], Row] = {}
     for busy in (False, True) if not args.no_busy else (False,):
-        for key, run in (("lean PPO", lambda: (lean_ppo(args.seconds), "fp32")),
+        for key, run in (("lean PPO", lambda: (lean_ppo(args.seconds), "fp32", None)),
                          ("rlscale PPO", lambda: rlscale_default("ppo", args.seconds, 8)),
-                         ("lean A2C", lambda: (lean_a2c(16, args.seconds), "fp32")),
+                         ("lean A2C", lambda: (lean_a2c(16, args.seconds), "fp32", None)),
                          ("rlscale A2C", lambda: rlscale_default("a2c", args.seconds, 16))):
             with busy_process() if busy else contextlib.nullcontext():
-                rate, precision = run()
+                rate, precision, split = run()
             peer = "" if key.startswith("lean") else key.replace("rlscale", "lean")
-            rows[key, busy] = Row(key, rate, precision, peer)
+            rows[key, busy] = Row(key, rate, precision, peer, split)
             print(f"  {key:12s} {'busy' if busy else 'quiet'}: {rate.steps_per_s:7,.0f} agent steps/s "
                   f"(learner {precision})", flush=True)
 
@@ -225,6 +261,11 @@ def main() -> None:
             if busy.precision != quiet.precision:
                 line += f"  (busy start-up took {busy.precision}, quiet {quiet.precision})"
         print(line)
+    print("\nwhere rlscale's updates went (medians; each phase against the ceiling's parts spread over every core):")
+    for (key, busy), row in rows.items():
+        if row.split is not None and row.precision in (ppo if "PPO" in key else a2c).learner:
+            parts = ppo if "PPO" in key else a2c
+            print(f"  {key} {'busy' if busy else 'quiet'}, {row.split.against(parts, row.precision)}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """What an option of the default Pong PPO run costs or buys, end to end, in agent steps/s.
 
-    python benchmarks/bench_ppo_options.py [--compare noise|overlap|passes] [--seconds 40] [--rounds 2]
+    python benchmarks/bench_ppo_options.py [--compare noise|overlap|passes|compile] [--seconds 40] [--rounds 2]
 
 The default run's engine (``python -m rlscale.train pong``: 2 Ray actors, the
 learner's precision and threads as it chooses them), updates back to back,
@@ -14,6 +14,13 @@ for a few rounds, so that drift on the machine hits every variant alike.
   with 1, against the default's collect-then-learn.
 * ``passes``: the learner's forward/backward passes of about 128 rows (two per
   256-row minibatch) or 256 (one per minibatch, the default), ``--learner-chunk-rows``.
+* ``compile``: the learner's unmeasured passes through ``torch.compile``
+  (``--learner-compile on``; the default where the learner runs bf16) against
+  eager (``off``). With the CPU capped by the variables below, give the run its
+  own ``TORCHINDUCTOR_CACHE_DIR`` (rlscale/models/compiled.py says why).
+
+Each row prints its rate and the median seconds of an update's rollout and
+learner phases.
 
 Run it on a quiet machine; prefix ``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``
 to see a CPU without bf16 units.
@@ -35,6 +42,8 @@ COMPARISONS: dict[str, tuple[str, dict[str, dict]]] = {
                                                   "--overlap, 1 actor": {"overlap": True, "n_actors": 1}}),
     "passes": ("passes of ~128 rows", {"passes of ~128 rows": {"learner_chunk_rows": 128},
                                        "passes of ~256 rows (default)": {"learner_chunk_rows": 256}}),
+    "compile": ("learner eager", {"learner eager": {"learner_compile": "off"},
+                                  "learner compiled": {"learner_compile": "on"}}),
 }
 
 
@@ -49,9 +58,10 @@ def main() -> None:
     results: dict[str, list[float]] = {name: [] for name in variants}
     for round_ in range(args.rounds):
         for name, overrides in variants.items():
-            rate, _ = rlscale_default("ppo", args.seconds, 8, overrides)
+            rate, _, split = rlscale_default("ppo", args.seconds, 8, overrides)
             results[name].append(rate.steps_per_s)
-            print(f"round {round_ + 1}: {name:32s} {rate.steps_per_s:6.0f} agent steps/s", flush=True)
+            print(f"round {round_ + 1}: {name:32s} {rate.steps_per_s:6.0f} agent steps/s (rollout "
+                  f"{split.rollout:.3f} s, learner {split.learner:.3f} s per update)", flush=True)
     reference = sum(results[reference_name]) / args.rounds
     for name, rates in results.items():
         mean = sum(rates) / args.rounds

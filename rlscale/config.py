@@ -201,6 +201,11 @@ class RunConfig:
     learner_precision: str = opt("auto", "learner forward/backward: fp32, bf16 autocast (fast on GPUs and CPUs "
                                  "with bf16 units; norms, losses and weights stay fp32), or auto: the faster of "
                                  "the two, timed at start-up (rlscale/precision.py)", ("auto", "fp32", "bf16"))
+    learner_compile: str = opt("auto", "run the learner's passes that measure nothing through torch.compile "
+                               "(inductor; the same update up to float rounding): on, off, or auto: on for PPO's "
+                               "bf16 learner of a convolutional network on a CPU, where it was measured to pay "
+                               "(rlscale/models/compiled.py); a single learner only; where compiling fails the "
+                               "learner stays eager and says why", ("auto", "on", "off"))
     actor_precision: str = opt("auto", "rollout actors' forward passes: fp32, bf16 autocast, or auto: each actor "
                                "times fp32 and bf16 in both memory layouts at start-up on its own node and takes "
                                "the fastest whose outputs match fp32's (rlscale/precision.py)",
@@ -349,6 +354,9 @@ class Config:
             raise UserError("--learners is an option of the native engine (drop --backend rllib)")
         if r.learners > 1 and r.serial:
             raise UserError("--learners runs its learners as Ray actors; drop --serial")
+        if r.learner_compile == "on" and (r.backend != "native" or r.learners > 1):
+            raise UserError("--learner-compile on compiles the native engine's one learner "
+                            "(drop --backend rllib and --learners, or use auto)")
         fewest = e.n_envs if c.batch == "fixed" else min(e.n_envs, c.min_envs)  # the run may ever have
         if r.learners > fewest:
             raise UserError(f"--learners ({r.learners}) exceeds the {fewest} environments the run may have "

@@ -30,6 +30,7 @@ from rlscale.agents.optim import make_optimizer, set_lr
 from rlscale.config import Config
 from rlscale.control.noise import NoiseMeter
 from rlscale.errors import UserError
+from rlscale.models.compiled import compile_network
 from rlscale.models.precision import network_forward
 from rlscale.rollout.worker import Batch, flat_weights
 
@@ -80,6 +81,10 @@ class Learner:
         self.settling = 0
         self.batch_envs = 0  # environments in the previous batch
         self.measuring = cfg.noise.measure_noise  # whether this batch's noise samples enter the averages
+        # The network compiled (``compile_network``; None: eager), and whether the passes now
+        # running may use it: those that measure nothing (``gradient``).
+        self.compiled: torch.nn.Module | None = None
+        self.compiled_passes = False
 
     # ------------------------------------------------------------------ the network
 
@@ -89,7 +94,14 @@ class Learner:
         With bf16 autocast the convolutions and matmuls run in bfloat16 while the
         parameters, their gradients, the losses and the noise-scale norms stay fp32.
         """
-        return network_forward(self.model, obs, self.bf16, self.channels_last)
+        model = self.compiled if self.compiled_passes and self.compiled is not None else self.model
+        return network_forward(model, obs, self.bf16, self.channels_last)
+
+    def compile_network(self, obs: torch.Tensor) -> str:
+        """Compile the network for the passes that measure nothing, on a pass like ``obs``; what happened."""
+        choice = compile_network(self.model, obs.to(self.device), self.bf16, self.channels_last)
+        self.compiled = choice.module
+        return choice.note
 
     def rows(self, x: np.ndarray) -> torch.Tensor:
         """A [n_steps, n_envs, ...] batch array as flat rows on the learner's device (row = step * n_envs + env)."""
@@ -145,7 +157,14 @@ class Learner:
         """
         if self.data_parallel is None:
             groups = self.env_group_rows(rows, n_envs) if measure else [rows]
-            return backward(self.model, self.route, loss, groups, measure=measure, parts=self.measure_parts_now())
+            # Measuring passes run eager: they hook into layers (gradients.py's taps) and
+            # B_noise takes gradients of gradients, which compiled graphs do not offer.
+            self.compiled_passes = not measure
+            try:
+                return backward(self.model, self.route, loss, groups, measure=measure,
+                                parts=self.measure_parts_now())
+            finally:
+                self.compiled_passes = False
         local = backward(self.model, self.route, loss, [rows], measure=False, parts=False) if rows.size else None
         return self.data_parallel.combine(self.params, local, measure)
 

@@ -81,6 +81,19 @@ def make_pool(cfg: Config, spec: EnvSpec) -> Pool:
     return RayPool(cfg, spec)
 
 
+def compiles(cfg: Config, model: torch.nn.Module, device: torch.device) -> bool:
+    """Whether the learner compiles its network (--learner-compile; a single learner in this process,
+    its precision resolved)."""
+    if cfg.run.learners > 1 or cfg.run.learner_compile == "off":
+        return False
+    if cfg.run.learner_compile == "on":
+        return True
+    # auto: where it was measured to pay (rlscale/models/compiled.py): PPO's bf16 learner on a
+    # CPU. A2C measures its noise on every batch by default, so its passes would run eager anyway.
+    return (cfg.agent.algo == "ppo" and cfg.run.learner_precision == "bf16" and device.type == "cpu"
+            and has_convolutions(model))
+
+
 def _pass_rows(cfg: Config, n_envs: int, model: torch.nn.Module, device: torch.device) -> int:
     """Rows of one learner pass at the start: the optimizer batch, in the passes the learner will use."""
     rows = max(1, int(n_envs * cfg.observations_per_env))
@@ -113,9 +126,9 @@ class NativeEngine:
                  and device.type == "cpu" and has_convolutions(model))
         self.threads = ThreadGovernor(cores) if adapt else None
         self.precision: PrecisionChoice | None = None
+        # Observations of one learner pass, for the start-up probes (precision, compiling).
+        obs = torch.from_numpy(sample_observations(spec, _pass_rows(cfg, n_envs, model, device))).to(device)
         if cfg.run.learner_precision == "auto":
-            rows = _pass_rows(cfg, n_envs, model, device)
-            obs = torch.from_numpy(sample_observations(spec, rows)).to(device)
             self.precision = choose_precision(model, obs, channels_last=cfg.run.channels_last)
             cfg = replace(cfg, run=replace(cfg.run, learner_precision=self.precision.precision))
         self.cfg = cfg
@@ -132,6 +145,7 @@ class NativeEngine:
             torch.set_rng_state(state["torch_rng"])
         elif start_from is not None:  # a branch (--init-from): the trunk's network and optimizer state
             self.learner.start_from(start_from)
+        self.compile_note = self.learner.compile_network(obs) if compiles(cfg, model, device) else ""
         try:
             self.pool = make_pool(replace(cfg, env=replace(cfg.env, n_envs=n_envs)), spec)
         except BaseException:
@@ -143,7 +157,8 @@ class NativeEngine:
     def describe(self) -> str:
         precision = self.precision.describe() if self.precision else self.cfg.run.learner_precision
         learner = self.learner.describe() if self.cfg.run.learners > 1 else f"learner on {self.learner.device}"
-        return f"{self.pool.describe()}, actors {self.pool.describe_inference()} | {learner}, {precision}"
+        compiled = f", {self.compile_note}" if self.compile_note else ""
+        return f"{self.pool.describe()}, actors {self.pool.describe_inference()} | {learner}, {precision}{compiled}"
 
     @property
     def optimizer_steps(self) -> int:
