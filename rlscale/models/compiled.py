@@ -7,9 +7,12 @@ scale is measured on the first one); the measuring passes stay eager, because
 they hook into layers and take gradients of gradients, which compiled graphs
 do not offer. Same update up to float rounding (``tests/test_compiled.py``).
 On a 2-core AMD EPYC with bf16 units a default Pong PPO update took 0.72x
-eager's time and the default run went 1.23x faster; in fp32 with AVX2 only the
-update took 0.93x and the run was within noise of eager, so fp32 learners stay
-eager unless ``on`` is asked for (docs/notebook/performance.md, 2026-11-27).
+eager's time and the default run went 1.22x as fast (90-s rows; 1.10x in 40-s
+rows); in fp32 with AVX2 only the update took 0.93x and the run was within
+noise of eager, so fp32 learners stay eager unless ``on`` is asked for
+(docs/notebook/performance.md, 2026-11-27). A batch resized mid-run (the
+batch-control modes) changes the passes' shape: the first pass of a new
+shape compiles again (seconds), after which the compiled code takes any size.
 
 Compilation takes seconds (inductor generates and builds C++; it caches the
 result on disk for the next run) and needs a C++ compiler: it is done once at
