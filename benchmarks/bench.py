@@ -23,7 +23,8 @@ against quiet. Then, for rlscale's rows, where their updates went: the median
 seconds of each update's two phases as the run logs them
 (``perf/rollout_seconds``: weights out, the actors' rollout, the batch back;
 ``perf/learner_seconds``), each against its share of the ceiling (its parts'
-CPU time per update spread over every core): a phase at 1.00x loses nothing. The CPU's kind (bf16 units or not, and oneDNN's cap when one
+CPU time per update spread over every core): a phase at 1.00x loses nothing.
+The CPU's kind (bf16 units or not, and oneDNN's cap when one
 is emulated with ``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``) heads
 the output. Speed targets live here, not in timed tests: machines differ.
 """

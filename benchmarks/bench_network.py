@@ -9,17 +9,17 @@ interleaved, and the speed-up against plain fp32. Also prints whether the CPU
 reports AVX-512 BF16 (/proc/cpuinfo), which bf16 autocast needs to be fast.
 
 ``--flops`` asks how close the learner's arithmetic runs to what this CPU can
-do. Each of the network's layers (channels-last, as the learner runs
-them) is timed alone on PPO's minibatch (256 rows by default): forward, and
-forward + backward (weight gradients, and the input's gradient for every layer
-but the first, as in training). Its floating-point operations are counted from
-the call by torch's FLOP counter (2 per multiply-add) and divided by the time. The reference is the
-rate of a convolution of the shape libraries tune best (3x3, 256 channels) in
-one thread and in all of them. A layer near 1.0 of that runs as fast as
-the library's best kernel does on this core: a faster learner then needs fewer
-operations, not better kernels. The last line turns the network's operations into the
-learner's CPU time per agent step at PPO's defaults (4 epochs: each agent
-step is trained on 4 times) if every layer ran at the reference rate.
+do. Each of the network's layers (channels-last, as the learner runs them) is
+timed alone on PPO's minibatch (256 rows by default): forward, and forward +
+backward (weight gradients, and the input's gradient for every layer but the
+first, as in training). Its floating-point operations are counted in the call
+by torch's FLOP counter (2 per multiply-add) and divided by the time. The
+reference is the rate of a large, well-vectorised convolution (3x3, 256
+channels) through the same library, in one thread and in all of them: a layer
+near 1.0 of it runs as fast as the library's best kernel does on this core.
+The last line turns the network's operations into the learner's CPU time per
+agent step at PPO's defaults (4 epochs: each agent step is trained on 4
+times) if every layer ran at the reference rate.
 """
 
 from __future__ import annotations

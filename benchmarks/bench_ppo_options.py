@@ -16,8 +16,9 @@ for a few rounds, so that drift on the machine hits every variant alike.
   256-row minibatch) or 256 (one per minibatch, the default), ``--learner-chunk-rows``.
 * ``compile``: the learner's unmeasured passes through ``torch.compile``
   (``--learner-compile on``; the default where the learner runs bf16) against
-  eager (``off``). With the CPU capped by the variables below, give the run its
-  own ``TORCHINDUCTOR_CACHE_DIR`` (rlscale/models/compiled.py says why).
+  eager (``off``). With the CPU capped by the variables below, the compiled
+  kernels go to an inductor cache of their own (rlscale/models/compiled.py
+  says why), unless ``TORCHINDUCTOR_CACHE_DIR`` names one.
 
 Each row prints its rate and the median seconds of an update's rollout and
 learner phases.
@@ -29,6 +30,9 @@ to see a CPU without bf16 units.
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
+from pathlib import Path
 
 from bench import rlscale_default
 
@@ -54,6 +58,12 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=40.0, help="wall time of each row (default: 40)")
     p.add_argument("--rounds", type=int, default=2, help="rounds of the rows (default: 2)")
     args = p.parse_args()
+    caps = [f"{v}={os.environ[v]}" for v in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY") if os.environ.get(v)]
+    if args.compare == "compile" and caps and not os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        # Inductor's cache does not key on these caps: kernels built under them crashed an uncapped run.
+        cache = Path(tempfile.gettempdir()) / ("torchinductor-" + "-".join(caps).replace("=", "_"))
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
+        print(f"{', '.join(caps)}: compiled kernels cached apart, in {cache}", flush=True)
     reference_name, variants = COMPARISONS[args.compare]
     results: dict[str, list[float]] = {name: [] for name in variants}
     for round_ in range(args.rounds):
