@@ -264,8 +264,8 @@ def main() -> None:
         print(line)
     print("\nwhere rlscale's updates went (medians; each phase against the ceiling's parts spread over every core):")
     for (key, busy), row in rows.items():
-        if row.split is not None and row.precision in (ppo if "PPO" in key else a2c).learner:
-            parts = ppo if "PPO" in key else a2c
+        parts = ppo if "PPO" in key else a2c
+        if row.split is not None and row.precision in parts.learner:
             print(f"  {key} {'busy' if busy else 'quiet'}, {row.split.against(parts, row.precision)}")
 
 
