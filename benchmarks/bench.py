@@ -5,11 +5,15 @@
 1. **The ceiling.** CPU milliseconds per agent step of each part of the work,
    one thread each, timed in this process: the emulator (ale-py's native
    vector env, 8 envs, random actions), the rollout's inference (the Nature
-   CNN's forward pass and an action sample on 8 rows, fp32) and the learner
+   CNN's forward pass and an action sample on 8 rows, the fastest of the
+   actors' precisions and layouts, run as they run it) and the learner
    (PPO: 16 minibatch updates of 256 rows per 1,024 steps, CleanRL's
    settings; A2C: one update of 16 envs x 5 steps), in fp32 and, on a CPU
    with bf16 units, with the learner in bf16 autocast. With perfect overlap
    on all cores the machine cannot step faster than cores / (the parts' sum).
+   The same parts are timed again with every core running one at once (one
+   process each): cores that share a cache, memory and a power budget give
+   each part less than one alone, and the ceiling "side by side" counts that.
 2. **The rows**, each the same wall time, one after the other: rlscale's
    default PPO (what ``python -m rlscale.train pong`` runs: its engine, 2 Ray
    actors, precisions and learner threads as it chooses them) against the
@@ -21,9 +25,11 @@ Each row prints agent steps per second, the fraction of the ceiling (of the
 precision the row's learner took), the ratio to its lean peer, and busy
 against quiet. Then, for rlscale's rows, where their updates went: the median
 seconds of each update's two phases as the run logs them
-(``perf/rollout_seconds``: weights out, the actors' rollout, the batch back;
+(``perf/rollout_seconds``: weights out, the actors' rollout, the batch back,
+of which ``perf/acting_seconds`` the slowest actor's own stepping;
 ``perf/learner_seconds``), each against its share of the ceiling (its parts'
-CPU time per update spread over every core): a phase at 1.00x loses nothing.
+CPU time per update spread over every core, alone and side by side): a phase
+at 1.00x loses nothing.
 The CPU's kind (bf16 units or not, and oneDNN's cap when one
 is emulated with ``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``) heads
 the output. Speed targets live here, not in timed tests: machines differ.
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import multiprocessing
 import os
 import platform
 import subprocess
@@ -40,6 +47,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -49,7 +57,12 @@ from lean import lean_a2c, lean_ppo, pong_network, random_pong
 from rlscale import tags
 from rlscale.config import build_config
 from rlscale.envs.vector import probe_spec, sample_observations
-from rlscale.models.precision import bf16_units
+from rlscale.models.precision import (
+    INFERENCE_CANDIDATES,
+    bf16_units,
+    inference_model,
+    network_forward,
+)
 from rlscale.training.engine import NativeEngine
 
 
@@ -117,14 +130,22 @@ def pong_rows(rows: int) -> torch.Tensor:
 
 @torch.no_grad()
 def inference_part(seconds: float, rows: int = 8) -> float:
-    model, obs = pong_network("ppo"), pong_rows(rows)
+    """The forward pass and an action sample on ``rows`` rows in the fastest of the actors' candidates
+    (fp32 and, with bf16 units, bf16; NCHW and channels-last), each run as the actors run it."""
+    obs = pong_rows(rows)
 
-    def act() -> int:
-        logits, _ = model(obs)
-        torch.distributions.Categorical(logits=logits).sample()
-        return rows
+    def act_in(precision: str, channels_last: bool) -> Callable[[], int]:
+        model = inference_model(pong_network("ppo"), precision, channels_last)
 
-    return cpu_ms_per_step(act, seconds)
+        def act() -> int:
+            logits, _ = network_forward(model, obs, precision == "bf16", channels_last)
+            torch.multinomial(torch.softmax(logits, -1), 1)
+            return rows
+
+        return act
+
+    candidates = [c for c in INFERENCE_CANDIDATES if c[0] == "fp32" or bf16_units()]
+    return min(cpu_ms_per_step(act_in(*c), seconds / len(candidates)) for c in candidates)
 
 
 def learner_part(seconds: float, precision: str, rows: int, steps_per_pass: float) -> float:
@@ -151,10 +172,31 @@ def learner_part(seconds: float, precision: str, rows: int, steps_per_pass: floa
     return cpu_ms_per_step(minibatch, seconds)
 
 
-def measure_parts(seconds: float, learner_rows: int, steps_per_pass: float) -> Parts:
+def _part_in_process(part: Callable[..., float], args: tuple, start: Any, results: Any) -> None:
+    start.wait()  # every core's copy builds its part first, then all measure together
+    results.put(part(*args))
+
+
+def side_by_side(part: Callable[..., float], *args: Any) -> float:
+    """A part's CPU ms per agent step with every core running it at the same time (one process each)."""
+    context = multiprocessing.get_context("spawn")
+    cores = os.cpu_count() or 1
+    start, results = context.Barrier(cores), context.Queue()
+    processes = [context.Process(target=_part_in_process, args=(part, args, start, results)) for _ in range(cores)]
+    for process in processes:
+        process.start()
+    readings = [results.get() for _ in processes]
+    for process in processes:
+        process.join()
+    return float(np.mean(readings))
+
+
+def measure_parts(seconds: float, learner_rows: int, steps_per_pass: float, together: bool = False) -> Parts:
+    """The parts, one thread each; ``together``: with every core running each part at once."""
     precisions = ["fp32"] + (["bf16"] if bf16_units() else [])
-    return Parts(emulator_part(seconds), inference_part(seconds),
-                 {p: learner_part(seconds, p, learner_rows, steps_per_pass) for p in precisions})
+    measure = side_by_side if together else (lambda part, *args: part(*args))
+    return Parts(measure(emulator_part, seconds), measure(inference_part, seconds),
+                 {p: measure(learner_part, seconds, p, learner_rows, steps_per_pass) for p in precisions})
 
 
 @dataclass(frozen=True)
@@ -163,6 +205,7 @@ class Split:
 
     agent_steps: int  # per update
     rollout: float  # perf/rollout_seconds: weights out, the actors' rollout, the batch back
+    acting: float  # perf/acting_seconds: the slowest actor's own part of the rollout
     learner: float  # perf/learner_seconds
 
     def against(self, parts: Parts, precision: str) -> str:
@@ -170,7 +213,8 @@ class Split:
         cores = os.cpu_count() or 1
         rollout_share = self.agent_steps * (parts.emulator + parts.inference) / cores / 1e3
         learner_share = self.agent_steps * parts.learner[precision] / cores / 1e3
-        return (f"per update of {self.agent_steps:,} agent steps: rollout {self.rollout:.3f} s = "
+        return (f"per update of {self.agent_steps:,} agent steps: rollout {self.rollout:.3f} s (the actors "
+                f"{self.acting:.3f}, the trip through Ray {self.rollout - self.acting:.3f}) = "
                 f"{self.rollout / rollout_share:.2f}x its share of the ceiling ({rollout_share:.3f} s), "
                 f"learner {self.learner:.3f} s = {self.learner / learner_share:.2f}x ({learner_share:.3f} s)")
 
@@ -181,19 +225,20 @@ def rlscale_default(algo: str, seconds: float, n_envs: int,
     to back: its rate, the learner's precision and where its updates' time went."""
     cfg = build_config("pong", algo, {"n_envs": n_envs, "warmup_max_steps": 0, **(overrides or {})})
     engine = NativeEngine(cfg, n_envs)
-    phases: list[tuple[int, float, float]] = []
+    phases: list[tuple[int, float, float, float]] = []
 
     def update() -> int:
         result = engine.update(cfg.agent.lr)
         phases.append((result.agent_steps, result.metrics[tags.ROLLOUT_SECONDS],
-                       result.metrics[tags.LEARNER_SECONDS]))
+                       result.metrics[tags.ACTING_SECONDS], result.metrics[tags.LEARNER_SECONDS]))
         return result.agent_steps
 
     try:
         warmup = 2
         rate = timed(update, seconds, warmup=warmup)
-        steps, rollout, learner = np.median(np.array(phases[warmup:]), axis=0)
-        return rate, engine.cfg.run.learner_precision, Split(int(steps), float(rollout), float(learner))
+        steps, rollout, acting, learner = np.median(np.array(phases[warmup:]), axis=0)
+        return rate, engine.cfg.run.learner_precision, Split(int(steps), float(rollout), float(acting),
+                                                             float(learner))
     finally:
         engine.close()
 
@@ -221,14 +266,19 @@ def main() -> None:
           + ("  -- not a quiet machine: the quiet rows are not quiet" if others > 0.2 else ""), flush=True)
     torch.set_num_threads(os.cpu_count() or 1)  # the lean peers use every core, as the default run does
 
-    print("the ceiling: CPU ms per agent step of each part, one thread each", flush=True)
-    ppo = measure_parts(args.part_seconds, 256, 1024 / 16)
-    a2c = measure_parts(args.part_seconds, 16 * 5, 16 * 5)
-    for name, parts in (("PPO (8 x 128, 16 minibatches of 256)", ppo), ("A2C (16 x 5)", a2c)):
-        learner = ", ".join(f"{k} {v:.2f}" for k, v in parts.learner.items())
-        ceilings = ", ".join(f"{k} learner {parts.ceiling(k):,.0f}" for k in parts.learner)
-        print(f"  {name}: emulator {parts.emulator:.2f}, inference {parts.inference:.2f}, learner {learner}"
-              f" -> {os.cpu_count()}-core ceiling {ceilings} agent steps/s", flush=True)
+    print(f"timing the ceiling's parts ({args.part_seconds:g} s each, alone, then on every core at once)...",
+          flush=True)
+    ppo, a2c, ppo_side, a2c_side = (measure_parts(args.part_seconds, rows, steps_per_pass, together)
+                                    for together in (False, True)
+                                    for rows, steps_per_pass in ((256, 1024 / 16), (16 * 5, 16 * 5)))
+    for heading, parts_of in (("one thread each, alone", (ppo, a2c)),
+                              (f"side by side: each part on all {os.cpu_count()} cores at once", (ppo_side, a2c_side))):
+        print(f"the ceiling: CPU ms per agent step of each part, {heading}", flush=True)
+        for name, parts in zip(("PPO (8 x 128, 16 minibatches of 256)", "A2C (16 x 5)"), parts_of, strict=True):
+            learner = ", ".join(f"{k} {v:.2f}" for k, v in parts.learner.items())
+            ceilings = ", ".join(f"{k} learner {parts.ceiling(k):,.0f}" for k in parts.learner)
+            print(f"  {name}: emulator {parts.emulator:.2f}, inference {parts.inference:.2f}, learner {learner}"
+                  f" -> {os.cpu_count()}-core ceiling {ceilings} agent steps/s", flush=True)
 
     rows: dict[tuple[str, bool], Row] = {}
     for busy in (False, True) if not args.no_busy else (False,):
@@ -244,13 +294,15 @@ def main() -> None:
                   f"(learner {precision})", flush=True)
 
     print(f"\nPong, {args.seconds:g} s per row; CPU: {cpu_kind()}")
-    print(f"{'':12s} {'quiet /s':>9s} {'x ceiling':>9s} {'x lean':>7s} {'busy /s':>8s} {'x lean':>7s} "
-          f"{'busy/quiet':>10s}")
+    print(f"{'':12s} {'quiet /s':>9s} {'x ceiling':>9s} {'x side by side':>14s} {'x lean':>7s} {'busy /s':>8s} "
+          f"{'x lean':>7s} {'busy/quiet':>10s}")
     for key in ("lean PPO", "rlscale PPO", "lean A2C", "rlscale A2C"):
         quiet = rows[key, False]
-        parts = ppo if "PPO" in key else a2c
-        ceiling = parts.ceiling(quiet.precision) if quiet.precision in parts.learner else float("nan")
-        line = f"{key:12s} {quiet.rate.steps_per_s:9,.0f} {quiet.rate.steps_per_s / ceiling:9.2f} "
+        line = f"{key:12s} {quiet.rate.steps_per_s:9,.0f} "
+        alone, side = (ppo, ppo_side) if "PPO" in key else (a2c, a2c_side)
+        for parts, width in ((alone, 9), (side, 14)):
+            ceiling = parts.ceiling(quiet.precision) if quiet.precision in parts.learner else float("nan")
+            line += f"{quiet.rate.steps_per_s / ceiling:{width}.2f} "
         line += (f"{quiet.rate.steps_per_s / rows[quiet.peer, False].rate.steps_per_s:7.2f} " if quiet.peer
                  else f"{'':7s} ")
         if (key, True) in rows:
@@ -262,11 +314,13 @@ def main() -> None:
             if busy.precision != quiet.precision:
                 line += f"  (busy start-up took {busy.precision}, quiet {quiet.precision})"
         print(line)
-    print("\nwhere rlscale's updates went (medians; each phase against the ceiling's parts spread over every core):")
+    print("\nwhere rlscale's updates went (medians; each phase against the ceiling's parts spread over every core,"
+          " the parts alone, then side by side):")
     for (key, busy), row in rows.items():
-        parts = ppo if "PPO" in key else a2c
-        if row.split is not None and row.precision in parts.learner:
-            print(f"  {key} {'busy' if busy else 'quiet'}, {row.split.against(parts, row.precision)}")
+        for how, parts in zip(("alone", "side by side"), (ppo, ppo_side) if "PPO" in key else (a2c, a2c_side),
+                              strict=True):
+            if row.split is not None and row.precision in parts.learner:
+                print(f"  {key} {'busy' if busy else 'quiet'} ({how}), {row.split.against(parts, row.precision)}")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from rlscale.distributed.ray_pool import RayPool
 from rlscale.envs.vector import VectorEnv, probe_spec
 from rlscale.errors import ActorFailures
 from rlscale.models.nets import build_network
-from rlscale.models.precision import INFERENCE_CANDIDATES, inference_label
+from rlscale.models.precision import INFERENCE_CANDIDATES, inference_label, network_forward
 from rlscale.rollout.worker import Batch, RolloutWorker, SerialPool, flat_weights, load_flat_weights
 
 
@@ -57,6 +57,25 @@ def test_serial_and_actor_pools_give_the_same_layout(ray_instance):
         actors.close()
 
 
+def test_a_worker_samples_its_actions_as_a_categorical_distribution_would():
+    """The worker's shortcut past torch.distributions: the same actions and log-probabilities, bit for bit."""
+    cfg = build_config("cartpole", None, {"actor_precision": "fp32"})
+    spec, weights = weights_for(cfg)
+    worker = RolloutWorker(cfg, spec, seed=3)
+    load_flat_weights(worker.policy, weights)
+    obs = np.random.default_rng(0).normal(size=(64, *spec.obs_shape)).astype(np.float32) * 3
+    state = worker.generator.get_state()
+    with torch.no_grad():
+        actions, logprobs, values = worker._act(obs)
+        logits, expected_values = worker.policy(torch.from_numpy(obs))
+    dist = torch.distributions.Categorical(logits=logits)
+    expected = torch.multinomial(dist.probs, 1, generator=torch.Generator().set_state(state)).squeeze(1)
+    assert len(set(actions.tolist())) == 2  # both actions drawn: the draw is not degenerate
+    np.testing.assert_array_equal(actions, expected.numpy())
+    np.testing.assert_array_equal(logprobs, dist.log_prob(expected).numpy())
+    np.testing.assert_array_equal(values, expected_values.numpy())
+
+
 def test_flat_weights_load_into_a_channels_last_model_and_keep_its_layout():
     spec = probe_spec(build_config("minatar-breakout", None, {}).env)
     torch.manual_seed(0)
@@ -94,6 +113,15 @@ def test_an_actor_in_bf16_or_channels_last_acts_like_one_in_fp32(precision, chan
         np.testing.assert_allclose(np.exp(b.logprobs), np.exp(a.logprobs), atol=tolerance)
         conv = next(p for p in other.policy.parameters() if p.dim() == 4)
         assert conv.is_contiguous(memory_format=torch.channels_last) == channels_last
+        if precision == "bf16":
+            # Its weights are kept in bf16: what autocast over the fp32 weights gives, bit for bit.
+            assert {p.dtype for p in other.policy.parameters()} == {torch.bfloat16}
+            obs = torch.from_numpy(a.obs[0])
+            with torch.no_grad():
+                kept = network_forward(other.policy, obs, True, channels_last)
+                cast = network_forward(fp32.policy, obs, True, False)
+            for mine, autocast in zip(kept, cast, strict=True):
+                torch.testing.assert_close(mine, autocast, rtol=0, atol=0)
     finally:
         fp32.close()
         other.close()

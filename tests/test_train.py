@@ -113,6 +113,10 @@ def test_short_pong_run_through_actors_writes_tensorboard(tmp_path, capsys):
     assert (run_dir / "config.toml").is_file()
     assert checkpoint.list_checkpoints(run_dir)
     assert duplicated_series(events) == []  # one tag per quantity
+    # The actors' own time is part of the rollout's, the rest the trip through Ray.
+    rollout = [e.value for e in events.Scalars("perf/rollout_seconds")]
+    acting = [e.value for e in events.Scalars("perf/acting_seconds")]
+    assert len(acting) == len(rollout) and all(0 < a <= r for a, r in zip(acting, rollout, strict=True))
     # The custom-scalars layout: the score, and the signal beside the batch, on charts of logged tags.
     charts = custom_scalars_charts(run_dir)
     assert charted(charts["score: episode return"], tags) == {"rollout/episode_return"}

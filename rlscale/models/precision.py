@@ -14,7 +14,9 @@ nothing from bf16 on a CPU and their passes are too short to time reliably.
 The rollout actors only run forward passes, one thread each, on a few rows:
 each actor times fp32 and bf16 autocast in both memory layouts (NCHW and
 channels-last) on its own node and takes the fastest whose logits and values
-match fp32's within ``TOLERANCE`` (``choose_inference``).
+match fp32's within ``TOLERANCE`` (``choose_inference``). A bf16 actor keeps
+its weights in bf16 (``inference_model``): autocast over fp32 weights rounds
+every weight again on every forward pass.
 """
 
 from __future__ import annotations
@@ -82,6 +84,19 @@ class PrecisionChoice:
 
 def has_convolutions(model: torch.nn.Module) -> bool:
     return any(isinstance(m, torch.nn.Conv2d) for m in model.modules())
+
+
+def inference_model(model: torch.nn.Module, precision: str, channels_last: bool) -> torch.nn.Module:
+    """``model`` as an actor runs it: convolutions channels-last if asked, weights in bf16 for bf16.
+
+    bf16 weights give autocast's results bit for bit (it rounds fp32 weights to
+    bf16 the same way) without rounding all of them again on every pass: on the
+    Nature CNN with 4 rows, 0.50 ms a pass against 0.69 (2026-11-27,
+    docs/notebook/performance.md). New fp32 weights copied in are rounded then.
+    """
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    return model.to(torch.bfloat16) if precision == "bf16" else model
 
 
 def network_forward(model: torch.nn.Module, obs: torch.Tensor, bf16: bool,
@@ -261,8 +276,7 @@ def choose_inference(model: torch.nn.Module, obs: torch.Tensor, repeats: int = 9
     """
     if not has_convolutions(model):
         return InferenceChoice("fp32", False, {}, {}, "not measured: no convolutions")
-    copies = {c: copy.deepcopy(model).to(memory_format=torch.channels_last) if c[1] else copy.deepcopy(model)
-              for c in INFERENCE_CANDIDATES}
+    copies = {c: inference_model(copy.deepcopy(model), *c) for c in INFERENCE_CANDIDATES}
 
     def run(c: tuple[str, bool]) -> tuple[torch.Tensor, torch.Tensor]:
         return network_forward(copies[c], obs, c[0] == "bf16", c[1])

@@ -34,6 +34,7 @@ from rlscale.models.precision import (
     choose_inference,
     describe_inference,
     has_convolutions,
+    inference_model,
     network_forward,
 )
 
@@ -42,12 +43,13 @@ def flat_weights(model: torch.nn.Module) -> np.ndarray:
     """The model's parameters as one float32 vector (what the pool broadcasts)."""
     # reshape, not view: channels-last weights are not contiguous; reshape copies them
     # in logical (NCHW) order, which is the order load_flat_weights reads.
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu().numpy()
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).float().cpu().numpy()
 
 
 @torch.no_grad()
 def load_flat_weights(model: torch.nn.Module, weights: np.ndarray) -> None:
-    """Copy a ``flat_weights`` vector into the model's parameters, keeping each one's memory layout.
+    """Copy a ``flat_weights`` vector into the model's parameters, keeping each one's memory layout
+    and dtype (a bf16 actor's weights are rounded to bf16 as they are copied).
 
     (``vector_to_parameters`` would replace channels-last weights by NCHW views
     of the vector, and alias a buffer that Ray's object store keeps read-only.)
@@ -88,6 +90,9 @@ class Batch:
     episodes: list[Episode] = field(default_factory=list)
     starting_envs: int = 0  # environments still being built in the background, not in the batch
     warmup_steps: int = 0  # random warm-up steps of the environments that joined with this batch
+    # The worker's own seconds for this batch (weights in, every step, the arrays built); joined
+    # batches keep their slowest worker's: the rest of a rollout's time is the trip through the pool.
+    acting_seconds: float = 0.0
 
     @property
     def n_steps(self) -> int:
@@ -119,6 +124,7 @@ class Batch:
             episodes=[e for f in fragments for e in f.episodes],
             starting_envs=sum(f.starting_envs for f in all_fragments),
             warmup_steps=sum(f.warmup_steps for f in all_fragments),
+            acting_seconds=max(f.acting_seconds for f in all_fragments),
         )
 
 
@@ -144,8 +150,7 @@ class RolloutWorker:
         self.policy = build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden)
         self.policy.requires_grad_(False)
         self.inference = self._choose_inference(inference_rows)
-        if self.inference.channels_last:
-            self.policy = self.policy.to(memory_format=torch.channels_last)
+        self.policy = inference_model(self.policy, self.inference.precision, self.inference.channels_last)
         self.generator = torch.Generator().manual_seed(seed)
 
     def _choose_inference(self, rows: int) -> InferenceChoice:
@@ -210,12 +215,15 @@ class RolloutWorker:
 
     def _act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         logits, value = self._forward(obs)
-        dist = torch.distributions.Categorical(logits=logits)
-        action = torch.multinomial(dist.probs, 1, generator=self.generator).squeeze(1)
-        return action.numpy(), dist.log_prob(action).numpy(), value.numpy()
+        # Categorical(logits=logits)'s probs and log_prob, bit for bit, without building the
+        # distribution: its argument checks cost more than the sampling, every step.
+        log_probs = logits - logits.logsumexp(-1, keepdim=True)
+        action = torch.multinomial(log_probs.softmax(-1), 1, generator=self.generator)
+        return action.squeeze(1).numpy(), log_probs.gather(1, action).squeeze(1).numpy(), value.numpy()
 
     @torch.no_grad()
     def rollout(self, weights: np.ndarray, n_steps: int) -> Batch:
+        start = time.perf_counter()
         joined_warmup = self._join_ready()
         # One flat float32 vector: a single zero-copy object in Ray's store.
         load_flat_weights(self.policy, weights)
@@ -249,7 +257,8 @@ class RolloutWorker:
         return Batch(obs_buf, actions, rewards, terminated, truncated, truncation_values,
                      values, logprobs, bootstrap.astype(np.float32),
                      np.asarray(self.env_ids(), dtype=np.int64), episodes,
-                     starting_envs=sum(n for _, n in self.starting), warmup_steps=joined_warmup)
+                     starting_envs=sum(n for _, n in self.starting), warmup_steps=joined_warmup,
+                     acting_seconds=time.perf_counter() - start)
 
     def close(self) -> None:
         for future, _ in self.starting:

@@ -183,6 +183,7 @@ class NativeEngine:
         metrics = self.learner.update(batch, lr)
         learned = time.perf_counter()
         metrics[tags.ROLLOUT_SECONDS] = collected - start
+        metrics[tags.ACTING_SECONDS] = batch.acting_seconds
         metrics[tags.LEARNER_SECONDS] = learned - collected
         if self.threads is not None:
             change = self.threads.observe(learned - collected, batch.size, learned)
