@@ -83,7 +83,8 @@ PREDICTED_SPEEDUP = "batch/predicted_speedup"  # time per unit of progress at th
 STEPS_PER_S = "perf/steps_per_s"
 ROLLOUT_SECONDS = "perf/rollout_seconds"
 # The slowest rollout worker's own time in that rollout: rollout_seconds less this is the trip
-# through the pool (weights out, the batch back, waiting for a CPU). Native engine only.
+# through the pool (weights out, the batch back, waiting for a CPU). Native engine only; with
+# --overlap the actors step while the learner trains, so it can exceed rollout_seconds.
 ACTING_SECONDS = "perf/acting_seconds"
 LEARNER_SECONDS = "perf/learner_seconds"
 LEARNER_THREADS = "perf/learner_threads"  # torch threads of the learner (--learner-threads 0 adapts them)

@@ -101,7 +101,8 @@ def inference_model(model: torch.nn.Module, precision: str, channels_last: bool)
 
 def network_forward(model: torch.nn.Module, obs: torch.Tensor, bf16: bool,
                     channels_last: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """Logits and values in fp32, the network run in bf16 autocast or fp32 (parameters stay fp32).
+    """Logits and values in fp32, the network run in bf16 autocast or fp32 (the parameters as the model
+    keeps them: fp32 in the learner, bf16 in a bf16 actor, ``inference_model``).
 
     With ``channels_last`` image batches are laid out channels-last first, to
     match a model whose convolution weights were converted to that format.
