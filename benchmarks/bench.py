@@ -172,9 +172,17 @@ def learner_part(seconds: float, precision: str, rows: int, steps_per_pass: floa
     return cpu_ms_per_step(minibatch, seconds)
 
 
+SIDE_BY_SIDE_TIMEOUT = 600.0  # seconds for one part on every core, start-up included
+
+
 def _part_in_process(part: Callable[..., float], args: tuple, start: Any, results: Any) -> None:
-    start.wait()  # every core's copy builds its part first, then all measure together
-    results.put(part(*args))
+    """One core's copy of a part: its reading, or what went wrong, goes back through ``results``."""
+    try:
+        start.wait(timeout=SIDE_BY_SIDE_TIMEOUT)  # all copies start up, then measure together
+        results.put(part(*args))
+    except BaseException as error:  # the parent waits for a reading from every copy
+        results.put(f"{type(error).__name__}: {error}")
+        raise
 
 
 def side_by_side(part: Callable[..., float], *args: Any) -> float:
@@ -185,9 +193,16 @@ def side_by_side(part: Callable[..., float], *args: Any) -> float:
     processes = [context.Process(target=_part_in_process, args=(part, args, start, results)) for _ in range(cores)]
     for process in processes:
         process.start()
-    readings = [results.get() for _ in processes]
-    for process in processes:
-        process.join()
+    try:
+        readings = [results.get(timeout=SIDE_BY_SIDE_TIMEOUT) for _ in processes]
+    finally:
+        for process in processes:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+    failed = [r for r in readings if isinstance(r, str)]
+    if failed:
+        raise RuntimeError(f"{part.__name__} side by side failed: {failed[0]}")
     return float(np.mean(readings))
 
 
