@@ -9,6 +9,7 @@ rollout pool and A2C/PPO learners) and ``RLlibEngine`` in
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from dataclasses import dataclass, field, replace
@@ -126,10 +127,12 @@ class NativeEngine:
                  and device.type == "cpu" and has_convolutions(model))
         self.threads = ThreadGovernor(cores) if adapt else None
         self.precision: PrecisionChoice | None = None
-        # Observations of one learner pass, for the start-up probes (precision, compiling).
-        obs = torch.from_numpy(sample_observations(spec, _pass_rows(cfg, n_envs, model, device))).to(device)
+        # Observations of one learner pass for the start-up probes (precision, compiling): sampled
+        # once, where a probe runs (a pass of Pong's 256 rows takes ~0.1 s to sample).
+        rows = _pass_rows(cfg, n_envs, model, device)
+        pass_obs = functools.cache(lambda: torch.from_numpy(sample_observations(spec, rows)).to(device))
         if cfg.run.learner_precision == "auto":
-            self.precision = choose_precision(model, obs, channels_last=cfg.run.channels_last)
+            self.precision = choose_precision(model, pass_obs(), channels_last=cfg.run.channels_last)
             cfg = replace(cfg, run=replace(cfg.run, learner_precision=self.precision.precision))
         self.cfg = cfg
         self.learner: Learner | LearnerGroup
@@ -145,7 +148,7 @@ class NativeEngine:
             torch.set_rng_state(state["torch_rng"])
         elif start_from is not None:  # a branch (--init-from): the trunk's network and optimizer state
             self.learner.start_from(start_from)
-        self.compile_note = self.learner.compile_network(obs) if compiles(cfg, model, device) else ""
+        self.compile_note = self.learner.compile_network(pass_obs()) if compiles(cfg, model, device) else ""
         try:
             self.pool = make_pool(replace(cfg, env=replace(cfg.env, n_envs=n_envs)), spec)
         except BaseException:
