@@ -1,6 +1,7 @@
 """What an option of the default Pong PPO run costs or buys, end to end, in agent steps/s.
 
     python benchmarks/bench_ppo_options.py [--compare noise|overlap|passes|compile] [--seconds 40] [--rounds 2]
+        [--learner-precision auto|fp32|bf16]
 
 The default run's engine (``python -m rlscale.train pong``: 2 Ray actors, the
 learner's precision and threads as it chooses them), updates back to back,
@@ -56,6 +57,8 @@ def main() -> None:
     p.add_argument("--compare", choices=sorted(COMPARISONS), default="noise",
                    help="the option whose variants are timed (default: noise)")
     p.add_argument("--seconds", type=float, default=40.0, help="wall time of each row (default: 40)")
+    p.add_argument("--learner-precision", choices=["auto", "fp32", "bf16"], default="auto",
+                   help="the learner's precision in every row (default: auto, as the default run)")
     p.add_argument("--rounds", type=int, default=2, help="rounds of the rows (default: 2)")
     args = p.parse_args()
     caps = [f"{v}={os.environ[v]}" for v in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY") if os.environ.get(v)]
@@ -68,7 +71,8 @@ def main() -> None:
     results: dict[str, list[float]] = {name: [] for name in variants}
     for round_ in range(args.rounds):
         for name, overrides in variants.items():
-            rate, _, split = rlscale_default("ppo", args.seconds, 8, overrides)
+            rate, _, split = rlscale_default("ppo", args.seconds, 8,
+                                             {"learner_precision": args.learner_precision, **overrides})
             results[name].append(rate.steps_per_s)
             print(f"round {round_ + 1}: {name:32s} {rate.steps_per_s:6.0f} agent steps/s (rollout "
                   f"{split.rollout:.3f} s, learner {split.learner:.3f} s per update)", flush=True)
