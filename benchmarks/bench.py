@@ -63,6 +63,7 @@ from rlscale.models.precision import (
     inference_model,
     network_forward,
 )
+from rlscale.rollout.worker import sample_actions
 from rlscale.training.engine import NativeEngine
 
 
@@ -139,7 +140,7 @@ def inference_part(seconds: float, rows: int = 8) -> float:
 
         def act() -> int:
             logits, _ = network_forward(model, obs, precision == "bf16", channels_last)
-            torch.multinomial(torch.softmax(logits, -1), 1)
+            sample_actions(logits)
             return rows
 
         return act

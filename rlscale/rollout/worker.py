@@ -46,6 +46,17 @@ def flat_weights(model: torch.nn.Module) -> np.ndarray:
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).float().cpu().numpy()
 
 
+def sample_actions(logits: torch.Tensor, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One action per row of ``logits`` and its log-probability, as the rollout actors draw them.
+
+    ``Categorical(logits=logits)``'s probs and log_prob, bit for bit, without building the
+    distribution: on Pong's 4 rows that took 49 us a step, this 22 (2026-11-27).
+    """
+    log_probs = logits - logits.logsumexp(-1, keepdim=True)
+    action = torch.multinomial(log_probs.softmax(-1), 1, generator=generator)
+    return action.squeeze(1), log_probs.gather(1, action).squeeze(1)
+
+
 @torch.no_grad()
 def load_flat_weights(model: torch.nn.Module, weights: np.ndarray) -> None:
     """Copy a ``flat_weights`` vector into the model's parameters, keeping each one's memory layout
@@ -215,11 +226,8 @@ class RolloutWorker:
 
     def _act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         logits, value = self._forward(obs)
-        # Categorical(logits=logits)'s probs and log_prob, bit for bit, without building the
-        # distribution: on Pong's 4 rows that took 49 us a step, this 22 (2026-11-27).
-        log_probs = logits - logits.logsumexp(-1, keepdim=True)
-        action = torch.multinomial(log_probs.softmax(-1), 1, generator=self.generator)
-        return action.squeeze(1).numpy(), log_probs.gather(1, action).squeeze(1).numpy(), value.numpy()
+        action, log_prob = sample_actions(logits, self.generator)
+        return action.numpy(), log_prob.numpy(), value.numpy()
 
     @torch.no_grad()
     def rollout(self, weights: np.ndarray, n_steps: int) -> Batch:
