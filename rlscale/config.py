@@ -17,16 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlscale import tags
+from rlscale import presets, tags
 from rlscale.errors import UserError
 from rlscale.goals import GOAL_WINDOW
 
-# Presets ship inside the package (package data), so any install finds them.
-PRESETS = Path(__file__).resolve().parent / "presets"
 # Optimizers whose step divides by a per-coordinate scale (the preconditioner B_P is measured in).
 PRECONDITIONED_OPTIMIZERS = ("rmsprop_tf", "rmsprop", "adam")
-ENV_PRESETS = PRESETS / "envs"
-AGENT_PRESETS = PRESETS / "agents"
 
 
 def opt(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
@@ -110,7 +106,7 @@ class NoiseConfig:
                             "so a single outlying update cannot swing it (0 = off)")
     # The first batches after new environments join read far off: after a
     # fork on MinAtar Breakout the first 5 batches (25 steps) read <G,HG> up to 48-112x its median, and a
-    # resize's new environments lifted tr(H Sigma) 7-47x for a batch (docs/notebook/results.md, 2026-11-27).
+    # resize's new environments lifted tr(H Sigma) 7-47x for a batch (docs/results.md, 2026-11-27).
     # One such batch can hold a 100,000-observation average's denominator for its whole horizon. 50 steps:
     # twice the longest transient seen.
     noise_settle: int = opt(50, "steps new environments (at the start, a resume, or a resize that adds some) "
@@ -118,7 +114,7 @@ class NoiseConfig:
     noise_parts_every: int = opt(4, "measure the policy and value noise scales every this many updates (0 = never)")
     # One is enough: the unmeasured minibatches' fresh rows count towards the next measurement, so the
     # average's horizon stays in observations, and what measuring costs Pong's default run falls from ~4 % to
-    # ~1 % (benchmarks/bench_ppo_options.py; docs/notebook/performance.md, 2026-11-26).
+    # ~1 % (benchmarks/bench_ppo_options.py; docs/performance.md, 2026-11-26).
     noise_minibatches: int = opt(1, "PPO: how many of the first epoch's minibatches the noise scale is measured "
                                  "on, from the first (0 = all of them; the RLlib backend measures all)")
     measure_curvature: bool = opt(True, "measure the total loss's noise scale in the optimizer's metric (B_P) and "
@@ -135,14 +131,14 @@ class ControlConfig:
                      "replay: another run's batch and learning-rate path, open-loop)",
                      ("fixed", "critical", "sqrt", "auto", "replay"))
     # total: measured every update at near-zero cost, and within 1.4x of the fitted
-    # B_crit on the CartPole study's well-determined goals (docs/notebook/results.md).
+    # B_crit on the CartPole study's well-determined goals (docs/results.md).
     signal: str = opt("total", "noise scale the controller follows: B_simple of the total loss or of one part, "
                       "or the total's in the optimizer's metric (precond: B_P), the Hessian's (hessian: B_noise) "
                       "or the Hessian's seen through the optimizer (precond_hessian: B_PH)",
                       tags.SIGNALS)
     r: float = opt(1000.0, "sqrt mode: exchange rate r in examples per step (B = sqrt(r * B_simple))")
     # B_simple is the critical batch only where the Hessian is well conditioned; on the
-    # study tasks it read 1.2-18x above the fitted B_crit (docs/notebook/results.md).
+    # study tasks it read 1.2-18x above the fitted B_crit (docs/results.md).
     crit_ratio: float = opt(1.0, "B_simple / B_crit on this task (python -m rlscale.pareto measures it): the "
                             "adaptive modes target the signal divided by this")
     min_envs: int = opt(4, "fewest environments the controller may use")
@@ -155,7 +151,7 @@ class ControlConfig:
     max_resize_factor: float = opt(2.0, "largest factor one resize may change the batch by")
     cooldown: float = opt(50_000, "observations to train after a resize before the next one")
     # Off: the probe's batch was picked to time the cost model, not by the estimate;
-    # moving on at once measured as fast or faster on all three study tasks (docs/notebook/results.md).
+    # moving on at once measured as fast or faster on all three study tasks (docs/results.md).
     probe_cooldown: bool = opt(False, "auto: wait the cool-down after the probe resize too (default: move "
                                "toward B* as soon as the probe's batch is timed)")
     lr_rule: str = opt("auto", "learning rate on resize, set from the run's first batch B0 and rate lr0: none; "
@@ -197,7 +193,7 @@ class RunConfig:
     learner_device: str = opt("auto", "device of the learner (auto: cuda when this machine has one)",
                               ("auto", "cpu", "cuda"))
     channels_last: bool = opt(True, "learner convolutions in channels-last memory format "
-                              "(same numbers up to summation order; see docs/notebook/performance.md)")
+                              "(same numbers up to summation order; see docs/performance.md)")
     learner_precision: str = opt("auto", "learner forward/backward: fp32, bf16 autocast (fast on GPUs and CPUs "
                                  "with bf16 units; norms, losses and weights stay fp32), or auto: the faster of "
                                  "the two, timed at start-up (rlscale/precision.py)", ("auto", "fp32", "bf16"))
@@ -460,37 +456,38 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise UserError(f"cannot read {path}: {err.strerror}") from None
 
 
-def available_presets(folder: Path) -> list[str]:
-    return sorted(p.stem for p in folder.glob("*.toml"))
-
-
 def looks_like_env_id(name: str) -> bool:
     """Gymnasium ids carry a version suffix (CartPole-v1, ALE/Pong-v5)."""
     return "-v" in name
 
 
 def build_config(env: str, agent: str | None, overrides: dict[str, Any]) -> Config:
-    """defaults -> presets/agents/<algo>.toml -> presets/envs/<env>.toml (or a TOML file) -> overrides."""
+    """defaults -> agents/<algo>.toml -> envs/<env>.toml (or a TOML file) -> overrides.
+
+    Presets are looked up in the working directory's envs/ and agents/ first, then in the ones
+    rlscale ships (rlscale.presets).
+    """
     cfg = Config()
     env_preset: dict[str, Any] = {}
-    env_path = Path(env) if env.endswith(".toml") else ENV_PRESETS / f"{env}.toml"
-    if env.endswith(".toml") or env_path.exists():
+    env_path = Path(env) if env.endswith(".toml") else presets.find("envs", env)
+    if env_path is not None:
         env_preset = read_toml(env_path)
     elif looks_like_env_id(env):
         env_preset = {"env": {"env_id": env}}
     else:
         raise UserError(
-            f"unknown environment '{env}': use a preset ({', '.join(available_presets(ENV_PRESETS))}), "
-            "a preset file (my_env.toml) or a gymnasium id such as CartPole-v1 or ALE/Breakout-v5"
+            f"unknown environment '{env}': use a preset ({', '.join(presets.available('envs'))}), "
+            "a preset file (my_env.toml, or envs/my_env.toml here) or a gymnasium id such as "
+            "CartPole-v1 or ALE/Breakout-v5"
         )
     algo = agent or env_preset.get("agent", {}).get("algo") or cfg.agent.algo
-    agent_path = AGENT_PRESETS / f"{algo}.toml"
-    if not agent_path.exists():
+    agent_path = presets.find("agents", algo)
+    if agent_path is None:
         raise UserError(
-            f"unknown agent '{algo}': choose one of {', '.join(available_presets(AGENT_PRESETS))}"
+            f"unknown agent '{algo}': choose one of {', '.join(presets.available('agents'))}"
         )
     apply_mapping(cfg, read_toml(agent_path), str(agent_path))
-    apply_mapping(cfg, _for_algo(env_preset, algo), str(env_path) if env_path.exists() else "env id")
+    apply_mapping(cfg, _for_algo(env_preset, algo), str(env_path) if env_path else "env id")
     cfg.agent.algo = algo
     apply_mapping(cfg, _sectioned(overrides), "command line")
     return cfg.validate()

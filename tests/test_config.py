@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from rlscale import presets
 from rlscale.config import build_config, dumps_toml, load_saved
 from rlscale.errors import UserError
 
@@ -96,16 +97,32 @@ def test_env_preset_tables_per_algorithm():
     assert ppo.agent.optimizer == "adam" and ppo.agent.clip_coef == 0.2 and ppo.agent.ent_coef == 0.01
 
 
-def test_the_built_wheel_ships_the_presets(tmp_path):
-    """A non-editable install finds the presets: they are package data of rlscale.presets."""
+def test_the_built_wheel_ships_every_preset_and_every_package(tmp_path):
+    """A non-editable install finds the presets of the top-level envs/ and agents/ (package data of
+    rlscale.presets.envs and .agents) and every subpackage (pyproject.toml lists them by hand)."""
     root = Path(__file__).resolve().parent.parent
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(root), "--no-deps", "--no-build-isolation",
                     "--quiet", "-w", str(tmp_path)], check=True, timeout=240, cwd=tmp_path)
     (wheel,) = tmp_path.glob("rlscale-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for preset in ("envs/pong.toml", "envs/breakout.toml", "envs/cartpole.toml", "agents/a2c.toml",
-                   "agents/ppo.toml"):
+    shipped = [f"{kind}/{p.name}" for kind in ("envs", "agents") for p in (root / kind).glob("*.toml")]
+    assert len(shipped) >= 7
+    for preset in shipped:
         assert f"rlscale/presets/{preset}" in names, preset
+    for init in (root / "rlscale").rglob("__init__.py"):
+        assert init.relative_to(root).as_posix() in names, init
+
+
+def test_a_preset_dropped_into_the_working_directorys_envs_is_found_by_name(tmp_path, monkeypatch):
+    (tmp_path / "envs").mkdir()
+    (tmp_path / "envs" / "mygame.toml").write_text('[env]\nenv_id = "Acrobot-v1"\nn_envs = 3\n')
+    monkeypatch.chdir(tmp_path)
+    cfg = build_config("mygame", None, {})
+    assert (cfg.env.env_id, cfg.env.n_envs) == ("Acrobot-v1", 3)
+    assert "mygame" in presets.available("envs") and "pong" in presets.available("envs")
+    # A name that is neither the user's nor shipped lists both kinds in its error.
+    with pytest.raises(UserError, match="mygame.*pong|pong.*mygame"):
+        build_config("nosuchgame", None, {})
 
 
 def test_minatar_presets_resolve_to_the_settings_docs_results_chose():

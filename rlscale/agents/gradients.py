@@ -50,7 +50,7 @@ from rlscale import tags
 LossParts = tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]
 RowsLoss = Callable[[np.ndarray], LossParts]
 
-# Route policy, measured with benchmarks/bench_noise.py (docs/notebook/performance.md):
+# Route policy, measured with benchmarks/bench_noise.py (docs/performance.md):
 # the Nature CNN's 3136x512 layer and larger get Gram-matrix norms; smaller layers are
 # cheaper the plain way.
 GRAM_MIN_WEIGHTS = 100_000
@@ -62,7 +62,7 @@ CPU_CHUNK_ROWS = 128
 # 0.79-0.87x; benchmarks/profile_ppo.py). End to end 0.93x with a bf16 learner and 0.98x
 # AVX2-only when switched update by update; AVX2 rows of 30-40 s read 0.89-1.02x the speed
 # on a host that drifted +-10 % (bench_ppo_options.py --compare passes;
-# docs/notebook/performance.md). A2C's batches keep ~128.
+# docs/performance.md). A2C's batches keep ~128.
 PPO_CPU_CHUNK_ROWS = 256
 # Groups measured in a shared pass beat a pass per group only for small groups, where
 # each small pass re-reads every weight; larger groups ran faster one pass per group.

@@ -83,7 +83,7 @@ class BatchController:
     # the run's tuned point. Each resize sets lr(B) from it, not from the last lr: multiplied resize
     # by resize under a noise scale that moves in between, the factors do not cancel, and on
     # Breakout oscillating resizes ratcheted lr 2.24e-2 -> 5.85e-2 until the policy collapsed
-    # (docs/notebook/results.md, 2026-11-26).
+    # (docs/results.md, 2026-11-26).
     reference: tuple[float, float] | None = None
     schedule: Schedule | None = None  # --batch replay: the recorded run's path
     agent_steps: float = 0.0  # trained so far: where the replayed schedule stands

@@ -73,7 +73,7 @@ class CostModel:
     min_samples: int = 5  # timings a batch size needs before it enters the fit
     # The most recently seen batch sizes the fit uses. Four made r = a/b swing 4.3x within a run (10th
     # to 90th percentile, median over 60 MinAtar auto runs' update times replayed through the model),
-    # sixteen 1.7x, every size seen 1.5x (docs/notebook/results.md, 2026-11-26).
+    # sixteen 1.7x, every size seen 1.5x (docs/results.md, 2026-11-26).
     sizes_kept: int = 16
     min_spread: float = 1.25  # identified once the largest fitted size is this factor above the smallest
     timings: OrderedDict[float, deque[float]] = field(default_factory=OrderedDict)

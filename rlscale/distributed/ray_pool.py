@@ -179,7 +179,7 @@ def _start_or_join(address: str, log_to_driver: bool) -> None:
         # (a second run, a test suite); without it ray.init joins that one.
         # Ray starts its workers at nice 15, below this driver: with --overlap the
         # learner then starved the rollout actors of CPU. They are the work, not
-        # background tasks, so they run at the driver's priority (docs/notebook/performance.md).
+        # background tasks, so they run at the driver's priority (docs/performance.md).
         ray.init(address="local", include_dashboard=False, logging_level="ERROR",
                  log_to_driver=log_to_driver, _system_config={"worker_niceness": 0})
 

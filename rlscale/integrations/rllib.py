@@ -188,7 +188,7 @@ def rllib_classes() -> dict[str, type]:
             # contiguous stretches of a few episodes, and its env groups range from 1 row to
             # 100 rows of one stretch. The noise scale is measured on that epoch, and on such
             # groups its tr(Sigma) estimate came out negative on average (CartPole; "RLlib's
-            # first epoch" in docs/notebook/results.md). CleanRL shuffles before every epoch; so does this.
+            # first epoch" in docs/results.md). CleanRL shuffles before every epoch; so does this.
             if self.config.shuffle_batch_per_epoch:
                 for module_batch in batch.policy_batches.values():
                     module_batch.shuffle()

@@ -11,7 +11,7 @@ eager's time and the default run went 1.22x as fast (90-s rows; 1.10x in 40-s
 rows). In fp32 the run went 1.02-1.05x as fast with AVX2 only and 1.00x with
 AVX-512 (interleaved rows, 2026-11-28), and compiled MinAtar PPO read
 0.83-1.00x: fp32 learners stay eager unless ``on`` is asked for
-(docs/notebook/performance.md). A batch resized mid-run (the batch-control
+(docs/performance.md). A batch resized mid-run (the batch-control
 modes) changes the passes' shape: the first pass of a new
 shape compiles again (seconds), after which the compiled code takes any size.
 

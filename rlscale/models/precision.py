@@ -3,7 +3,7 @@
 ``--learner-precision auto`` and ``--actor-precision auto``.
 
 bf16 autocast is 1.2-1.5x faster than fp32 for the Nature CNN on a CPU with
-bf16 units and 10x slower on one without (docs/notebook/performance.md); which one a
+bf16 units and 10x slower on one without (docs/performance.md); which one a
 machine has is not worth guessing. Like cuDNN's benchmark mode, the learner
 times a few forward and backward passes of its own network in each precision
 on a pass of the size it will train on, checks that bf16's gradient matches
@@ -92,7 +92,7 @@ def inference_model(model: torch.nn.Module, precision: str, channels_last: bool)
     bf16 weights give autocast's results bit for bit (it rounds fp32 weights to
     bf16 the same way) without rounding all of them again on every pass: on the
     Nature CNN with 4 rows, 0.50 ms a pass against 0.69 (2026-11-27,
-    docs/notebook/performance.md). New fp32 weights copied in are rounded then.
+    docs/performance.md). New fp32 weights copied in are rounded then.
     """
     if channels_last:
         model = model.to(memory_format=torch.channels_last)

@@ -122,7 +122,7 @@ class RunRecord:
         The weight caps what a reading adds at about the batch and weighs a low one more, so over
         noisy readings the average reads low, the more the noisier they are: B_noise read every 25th
         batch (one or two samples per running average) read half of what the same runs read every
-        batch (docs/notebook/results.md, "Does the measuring cadence move the Hessian readings?").
+        batch (docs/results.md, "Does the measuring cadence move the Hessian readings?").
         So the readings weighed are those of windows of ``WINDOW_SAMPLES`` measurements each: the ratio
         of the run's two logged averages (tr(Sigma) over |G|^2, or the metric's), each averaged over
         the window's updates. A window holds as many samples at any cadence; a window where either

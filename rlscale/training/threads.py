@@ -25,7 +25,7 @@ quiet machine and a busy one, so the learner watches its own update times:
   than when the last look failed, the load has changed and it looks again
   at once (after twenty minutes beside two busy processes, the doubled wait
   kept the default Pong run at one thread, 0.65x its quiet speed, for
-  minutes after they ended: docs/notebook/performance.md, 2026-11-27).
+  minutes after they ended: docs/performance.md, 2026-11-27).
 
 Nothing changes in the first ``settle_seconds`` (start-up is slow for other
 reasons) or for updates shorter than ``min_update_seconds`` (their timing is
