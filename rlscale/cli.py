@@ -7,22 +7,32 @@ import os
 import sys
 from pathlib import Path
 
-from rlscale.errors import EXIT_USAGE, UserError
+from rlscale.errors import UserError
+
+CONSOLE_COMMAND = "rlscale"
+
+
+def command_name(module_form: str) -> str:
+    """How the user called a command: ``rlscale plot`` under the console script, else the
+    ``python -m rlscale.plot`` form each parser is declared with."""
+    if Path(sys.argv[0]).name == CONSOLE_COMMAND and module_form.startswith("python -m rlscale."):
+        return f"{CONSOLE_COMMAND} {module_form.removeprefix('python -m rlscale.')}"
+    return module_form
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line naming the fix, exit code 2."""
+    """argparse, but a usage error is a UserError: one line naming the fix (exit code 2 from a
+    command, an exception from the Python API, with the same text)."""
 
-    def __init__(self, *args, description: str | None = None, **kwargs) -> None:
+    def __init__(self, *args, prog: str | None = None, description: str | None = None, **kwargs) -> None:
         # Module docstrings start "``python -m rlscale.x …``: what it does"; help shows the what.
         if description and description.startswith("``") and "``: " in description:
             description = description.split("``: ", 1)[1]
             description = description[:1].upper() + description[1:]
-        super().__init__(*args, description=description, **kwargs)
+        super().__init__(*args, prog=command_name(prog) if prog else None, description=description, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
+        raise UserError(f"{message} (see {self.prog} --help)")
 
 
 def writable_dir(path: Path, flag: str = "--run-dir") -> Path:

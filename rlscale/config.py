@@ -562,17 +562,32 @@ def _toml_value(value: Any) -> str:
     return repr(value)
 
 
-def add_config_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per config field, help text taken from the field."""
+# The settings most runs touch: what `rlscale train --help` shows (--help-all shows every one).
+COMMON_SETTINGS = ("total_frames", "n_envs", "lr", "batch", "min_envs", "max_envs", "seed", "stop_return",
+                   "run_dir", "serial", "address", "learner_threads", "log_interval", "init_from")
+
+
+def add_config_flags(parser: argparse.ArgumentParser, values: Config | None = None,
+                     shown: tuple[str, ...] | None = None, values_from: str = "default") -> None:
+    """One flag per config field, help text taken from the field.
+
+    ``values``: the config whose values the help shows (a preset's, labelled ``values_from``);
+    the dataclass defaults when None. ``shown``: the fields whose help is printed (every one
+    when None); the others still parse.
+    """
     for section, cls in SECTIONS.items():
         group = parser.add_argument_group(f"[{section}] settings")
         for f in dataclasses.fields(cls):
             name = cli_flag(f.name)
-            helptext = f.metadata["help"] + f" (default {f.default if f.default is not dataclasses.MISSING else '[]'})"
+            value = getattr(getattr(values, section), f.name) if values is not None else (
+                f.default if f.default is not dataclasses.MISSING else [])
+            helptext = f.metadata["help"] + f" ({values_from} {value})"
+            if shown is not None and f.name not in shown:
+                helptext = argparse.SUPPRESS
             kind = f.type if isinstance(f.type, str) else f.type.__name__
             if kind == "bool":
                 group.add_argument(name, dest=f.name, action=argparse.BooleanOptionalAction,
-                                   default=None, help=f.metadata["help"])
+                                   default=None, help=helptext)
             elif kind == "list[float]":
                 group.add_argument(name, dest=f.name, type=float, nargs="*", default=None,
                                    help=helptext)

@@ -115,10 +115,10 @@ def test_the_built_wheel_ships_every_preset_and_every_package(tmp_path):
 
 def test_a_preset_dropped_into_the_working_directorys_envs_is_found_by_name(tmp_path, monkeypatch):
     (tmp_path / "envs").mkdir()
-    (tmp_path / "envs" / "mygame.toml").write_text('[env]\nenv_id = "Acrobot-v1"\nn_envs = 3\n')
+    (tmp_path / "envs" / "mygame.toml").write_text('[env]\nenv_id = "Acrobot-v1"\nn_envs = 12\n')
     monkeypatch.chdir(tmp_path)
     cfg = build_config("mygame", None, {})
-    assert (cfg.env.env_id, cfg.env.n_envs) == ("Acrobot-v1", 3)
+    assert (cfg.env.env_id, cfg.env.n_envs) == ("Acrobot-v1", 12)
     assert "mygame" in presets.available("envs") and "pong" in presets.available("envs")
     # A name that is neither the user's nor shipped lists both kinds in its error.
     with pytest.raises(UserError, match="mygame.*pong|pong.*mygame"):

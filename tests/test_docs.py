@@ -28,7 +28,23 @@ def test_every_relative_link_in_readme_and_docs_resolves():
 
 
 def test_readme_fits_on_a_front_page():
-    assert len((ROOT / "README.md").read_text().splitlines()) <= 150
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 120
+    long_cells = [cell.strip()[:60] for line in lines if line.startswith("|")
+                  for cell in line.strip("|").split("|") if len(cell.strip()) > 200]
+    assert not long_cells, long_cells
+
+
+def test_results_hold_the_current_answers_only():
+    assert len((ROOT / "docs" / "results.md").read_text().splitlines()) <= 300
+
+
+def test_the_package_neither_imports_nor_cites_the_lab():
+    """research/ is the lab: nothing in rlscale/ imports it, and the code cites docs/, not the notebook."""
+    for path in (ROOT / "rlscale").rglob("*.py"):
+        text = path.read_text()
+        assert "notebook" not in text, path
+        assert not re.search(r"^\s*(from|import) research", text, re.M), path
 
 
 def test_no_numbered_sessions_anywhere_in_the_project():

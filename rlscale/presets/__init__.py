@@ -9,15 +9,20 @@ name in the working directory's ``envs/`` or ``agents/`` is the user's own and w
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 KINDS = ("envs", "agents")
 
 
 def shipped_folder(kind: str) -> Path:
-    """The folder of the presets that come with rlscale (``envs`` or ``agents``)."""
-    return Path(str(resources.files(f"rlscale.presets.{kind}")))
+    """The folder of the presets that come with rlscale (``envs`` or ``agents``).
+
+    In a wheel they lie beside this file; in a checkout (an editable install included) at the
+    repository's top. Found by path rather than importlib.resources: setuptools' editable finder
+    does not resolve a folder without __init__.py mapped under a regular package.
+    """
+    packaged = Path(__file__).resolve().parent / kind
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / kind
 
 
 def search_path(kind: str) -> list[Path]:

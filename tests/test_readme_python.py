@@ -1,0 +1,27 @@
+"""The README's "From Python" example, run as written (Ray actors, as a user's run has them)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def readme_python_example() -> str:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## From Python", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+@pytest.mark.timeout(300)
+def test_the_readmes_python_example_runs(tmp_path, monkeypatch):
+    code = readme_python_example()
+    assert "rlscale.train(" in code and "rlscale.load(" in code and "policy.act(" in code
+    monkeypatch.chdir(tmp_path)  # its run directory is relative: runs/... here
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    run, action = namespace["run"], namespace["action"]
+    assert (tmp_path / run.dir / "summary.json").is_file() and run.agent_steps >= 20_000
+    assert namespace["env"].action_space.contains(action)
