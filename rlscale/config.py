@@ -127,9 +127,18 @@ class NoiseConfig:
 
 @dataclass
 class ControlConfig:
-    batch: str = opt("fixed", "batch-size controller (auto: the wall-time optimum of the measured cost model; "
+    batch: str = opt("fixed", "batch-size controller (measured: the critical batch measured by branching the run "
+                     "into batch sizes, followed; auto: the wall-time optimum of the measured cost model; "
                      "replay: another run's batch and learning-rate path, open-loop)",
-                     ("fixed", "critical", "sqrt", "auto", "replay"))
+                     ("fixed", "critical", "sqrt", "auto", "replay", "measured"))
+    # measured (docs/batch-control.md): Merrill et al. 2025's branching, in the run; the read-out is
+    # eq. 2.11 over the branches' progress on held-out rows (rlscale/control/critical.py).
+    branches: list[float] = opt([0.5, 1.0, 2.0, 4.0], "measured: batch multipliers the run branches into at a "
+                                "measurement (at least 2, each > 0; the learning rate by --lr-rule, power by default)")
+    branch_window: float = opt(16.0, "measured: examples each branch trains, in updates at the current batch (at "
+                               "least the largest multiplier, so every branch takes one update)")
+    remeasure: float = opt(2.0, "measured: measure again once the agent steps have grown by this factor since the "
+                           "last measurement, or the noise scale has moved by it")
     # total: measured every update at near-zero cost, and within 1.4x of the fitted
     # B_crit on the CartPole study's well-determined goals (docs/results.md).
     signal: str = opt("total", "noise scale the controller follows: B_simple of the total loss or of one part, "
@@ -166,7 +175,15 @@ class ControlConfig:
     @property
     def scales_lr(self) -> bool:
         """Whether a resize scales the learning rate (a rule named, or noise by auto)."""
-        return self.lr_rule in ("noise", "power") or (self.lr_rule == "auto" and self.batch == "auto")
+        return self.lr_rule in ("noise", "power") or (self.lr_rule == "auto" and self.batch in ("auto", "measured"))
+
+    @property
+    def lr_rule_in_force(self) -> str:
+        """The rule --lr-rule auto stands for: noise with auto, power (the square-root rule of
+        adaptive optimizers, Merrill et al.'s lr x sqrt(k)) with measured, none otherwise."""
+        if self.lr_rule != "auto":
+            return self.lr_rule
+        return {"auto": "noise", "measured": "power"}.get(self.batch, "none")
 
 
 @dataclass
@@ -330,6 +347,8 @@ class Config:
                 raise UserError(
                     f"{cli_flag(name)} ({value}) must be a multiple of --vector-size ({e.vector_size})"
                 )
+        if c.batch == "measured":
+            self._check_measured()
         if (c.batch == "replay") != bool(c.replay_from):
             raise UserError("--batch replay and --replay-from RUN_DIR go together: give both or neither")
         if c.batch != "fixed" and not c.min_envs <= e.n_envs <= c.max_envs:
@@ -369,6 +388,23 @@ class Config:
         if c.signal in tags.METRICS:
             self._check_metric_signal()
         return self
+
+    def _check_measured(self) -> None:
+        c, r = self.control, self.run
+        if len(c.branches) < 2:
+            raise UserError(f"--branches needs at least 2 batch multipliers to compare, got {len(c.branches)}")
+        if not all(m > 0 and math.isfinite(m) for m in c.branches):
+            raise UserError(f"--branches multipliers must be positive, got {' '.join(f'{m:g}' for m in c.branches)}")
+        if len(set(c.branches)) != len(c.branches):
+            raise UserError("--branches multipliers must differ from one another")
+        if not c.branch_window >= max(c.branches):
+            raise UserError(f"--branch-window {c.branch_window:g} is under one update for the {max(c.branches):g}x "
+                            f"branch: give at least {max(c.branches):g} (updates at the current batch)")
+        if not c.remeasure > 1:
+            raise UserError(f"--remeasure must be above 1 (a growth factor), got {c.remeasure:g}")
+        if r.backend != "native" or r.learners > 1 or r.overlap:
+            raise UserError("--batch measured branches one native learner in this process: drop --backend rllib, "
+                            "--learners and --overlap")
 
     def _check_metric_signal(self) -> None:
         """--signal precond/hessian/precond_hessian needs what measures them: rlscale's own single learner."""

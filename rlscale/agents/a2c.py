@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from rlscale.agents.gradients import LossParts
+from rlscale.agents.gradients import LossParts, RowsLoss
 from rlscale.agents.learner import Learner
 from rlscale.rollout.worker import Batch
 
@@ -58,17 +58,19 @@ class A2CLearner(Learner):
         stats = {"policy_loss": pg_loss.detach(), "value_loss": value_loss.detach(), "entropy": entropy.detach()}
         return pg_loss - a.ent_coef * entropy, a.vf_coef * value_loss, stats
 
-    def update(self, batch: Batch, lr: float | None = None) -> dict[str, float]:
-        a = self.cfg.agent
-        lr = a.lr if lr is None else lr
-        # 1. Targets: n-step returns; advantages against the acting policy's values (as Baselines).
-        returns = nstep_returns(batch, a.gamma)
+    def batch_loss(self, batch: Batch) -> RowsLoss:
+        # Targets: n-step returns; advantages against the acting policy's values (as Baselines).
+        returns = nstep_returns(batch, self.cfg.agent.gamma)
         data = A2CRows(self.rows(batch.obs), self.rows(batch.actions), self.rows(returns),
                        self.rows(returns - batch.values),
                        self.rows(batch.logprobs) if self.cfg.run.overlap else None)
+        return functools.partial(self.loss, data)
 
-        # 2. Gradient of the batch's loss; per env group when the noise scale is measured.
-        loss, rows = functools.partial(self.loss, data), np.arange(batch.size)
+    def update(self, batch: Batch, lr: float | None = None) -> dict[str, float]:
+        a = self.cfg.agent
+        lr = a.lr if lr is None else lr
+        # 1-2. The batch's loss (its targets), and its gradient; per env group when the noise scale is measured.
+        loss, rows = self.batch_loss(batch), np.arange(batch.size)
         grad = self.gradient(loss, rows, batch.n_envs, measure=self.begin_batch(batch))
 
         # 3. Noise scale (in the other metrics every few batches), clip and step (skipped when not finite).

@@ -226,6 +226,25 @@ class Learner:
         """One learner update on a batch at learning rate ``lr`` (None: the configured one)."""
         raise NotImplementedError
 
+    def batch_loss(self, batch: Batch) -> RowsLoss:
+        """The loss ``update`` optimises on ``batch``, as a function of its rows (targets fixed now)."""
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def heldout_losses(self, batch: Batch) -> np.ndarray:
+        """The optimised loss (policy part with the entropy bonus, plus the value part) of each
+        environment's rows of a batch the learner does not train on, at the current parameters.
+
+        --batch measured reads a branch's progress as the fall of these losses over its window: rows
+        common to every branch, so the branches' comparison is paired (rlscale/training/measure.py).
+        Per environment, so the read-out can resample environments for an interval."""
+        loss, rows = self.batch_loss(batch), np.arange(batch.size)
+        out = np.empty(batch.n_envs)
+        for env in range(batch.n_envs):
+            policy, value, _ = loss(rows[rows % batch.n_envs == env])
+            out[env] = float(policy + value)
+        return out
+
     # ------------------------------------------------------------------ state
 
     def state_dict(self) -> dict[str, Any]:

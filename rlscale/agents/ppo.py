@@ -11,6 +11,7 @@ the groups are independent; the minibatch is the optimizer batch.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,7 +19,7 @@ import numpy as np
 import torch
 
 from rlscale import tags
-from rlscale.agents.gradients import PPO_CPU_CHUNK_ROWS, LossParts
+from rlscale.agents.gradients import PPO_CPU_CHUNK_ROWS, LossParts, RowsLoss
 from rlscale.agents.learner import Learner
 from rlscale.rollout.worker import Batch
 
@@ -62,6 +63,23 @@ class PPORows:
     old_values: torch.Tensor
 
 
+class MinibatchMeans:
+    """Scalars of an update's minibatches, by tag; ``means`` gives each tag's mean over the minibatches that logged it.
+
+    A non-finite value stays in the mean (a NaN shows in the update's scalar), as it would in A2C's single step.
+    """
+
+    def __init__(self) -> None:
+        self.values: dict[str, list[float]] = {}
+
+    def add(self, metrics: dict[str, float]) -> None:
+        for tag, value in metrics.items():
+            self.values.setdefault(tag, []).append(float(value))
+
+    def means(self) -> dict[str, float]:
+        return {tag: math.fsum(values) / len(values) for tag, values in self.values.items()}
+
+
 class PPOLearner(Learner):
     cpu_chunk_rows = PPO_CPU_CHUNK_ROWS  # one pass per default minibatch (measured faster than two)
 
@@ -98,16 +116,18 @@ class PPOLearner(Learner):
         a = self.cfg.agent
         lr = a.lr if lr is None else lr
         # 1. Targets: GAE advantages and returns, from the acting policy's values.
-        advantages = gae_advantages(batch, a.gamma, a.gae_lambda)
-        returns = advantages + batch.values
-        data = PPORows(self.rows(batch.obs), self.rows(batch.actions), self.rows(returns),
-                       self.rows(advantages), self.rows(batch.logprobs), self.rows(batch.values))
+        data = self.targets(batch)
+        returns = data.returns.cpu().numpy()
 
         # 2. Gradient of each minibatch's loss; per env group in the first epoch's minibatches.
         #    Minibatches are drawn over the whole batch, so data-parallel learners (each
         #    holding some of its environments) draw the same ones and take their own rows.
         measure = self.begin_batch(batch)
-        metrics: dict[str, float] = {}
+        # Each minibatch's scalars, logged as their means over the update: the loss statistics and
+        # the gradient norm over every minibatch of every epoch; the raw noise estimates over the
+        # measured minibatches (each an unbiased estimate, so their mean is one too).
+        stepped = MinibatchMeans()
+        raw = MinibatchMeans()
         measured: dict[str, float] = {}  # the metrics' measurement, on the batch's first minibatch
         generator = np.random.default_rng(self.updates)
         whole_batch = batch.n_steps * self.whole_batch_envs(batch)
@@ -121,15 +141,30 @@ class PPOLearner(Learner):
                                      measure=measure and epoch == 0 and index < measured_minibatches)
 
                 # 3. Noise scale (in the other metrics every few batches), clip and step (skipped when not finite).
-                metrics = self.record_noise(grad, sum(grad.sizes) if epoch == 0 else 0.0)
+                raw.add(self.record_noise(grad, sum(grad.sizes) if epoch == 0 else 0.0))
                 if epoch == 0 and not measured and grad.finite and self.measure_metrics_now():
                     measured = self.record_metrics(loss, mb, batch.n_envs)
-                metrics |= self.step(grad, lr)
+                stepped.add(self.step(grad, lr))
         self.batches += 1
-        metrics |= measured
+        metrics = raw.means() | stepped.means() | measured
+        if tags.SKIPPED_UPDATES in metrics:  # a count so far, not a per-minibatch quantity
+            metrics[tags.SKIPPED_UPDATES] = float(self.skipped_updates)
         metrics[tags.EXPLAINED_VARIANCE] = explained_variance(
             batch.values.ravel(), returns.ravel(), np.var if self.data_parallel is None else self.data_parallel.variance)
         return metrics
+
+    def targets(self, batch: Batch) -> PPORows:
+        """The batch as rows with its GAE advantages and returns, from the acting policy's values."""
+        a = self.cfg.agent
+        advantages = gae_advantages(batch, a.gamma, a.gae_lambda)
+        return PPORows(self.rows(batch.obs), self.rows(batch.actions), self.rows(advantages + batch.values),
+                       self.rows(advantages), self.rows(batch.logprobs), self.rows(batch.values))
+
+    def batch_loss(self, batch: Batch) -> RowsLoss:
+        # The clipped objective against the acting policy, advantages normalised over the whole batch.
+        data = self.targets(batch)
+        adv_mean, adv_std = self.minibatch_mean_std(data.advantages)
+        return functools.partial(self.loss, data, adv_mean, adv_std)
 
     def minibatch_mean_std(self, advantages: torch.Tensor) -> tuple[float, float]:
         """The minibatch's advantage mean and std, over every learner's share of it."""

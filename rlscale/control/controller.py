@@ -16,6 +16,9 @@ number of minibatches for PPO.
             times one batch a factor larger. It resizes only when the
             model predicts B* at least ``min_gain`` faster per unit of progress than the
             current batch: near B* the time is flat and a resize is not free.
+* measured: the critical batch measured by branching the run into batch sizes
+            (``rlscale.training.measure``); the controller says when to measure and
+            sets each branch's learning rate, and holds the chosen batch in between.
 * replay:   the environments and learning rate a recorded run took at each agent step
             (``rlscale.control.schedule``), open-loop: the studies' control for feedback.
 
@@ -87,6 +90,8 @@ class BatchController:
     reference: tuple[float, float] | None = None
     schedule: Schedule | None = None  # --batch replay: the recorded run's path
     agent_steps: float = 0.0  # trained so far: where the replayed schedule stands
+    # --batch measured: (agent steps, noise scale) at the end of the last measurement.
+    measured_at: tuple[float, float] | None = None
 
     def step(self, n_envs: int, noise_scale: float | None, observations: float, lr: float) -> Decision:
         """Called once per update, after it trained on ``observations``."""
@@ -96,6 +101,8 @@ class BatchController:
             self.reference = (n_envs * self.observations_per_env, lr)
         if self.cfg.batch == "fixed":
             return Decision(n_envs, lr, None, "fixed batch")
+        if self.cfg.batch == "measured":  # the measurement chooses the batch (training/measure.py)
+            return Decision(n_envs, lr, None, "holding the measured batch")
         if self.cfg.batch == "replay":
             return self._replay(n_envs, lr)
         if noise_scale is None or not math.isfinite(noise_scale) or noise_scale <= 0:
@@ -193,26 +200,59 @@ class BatchController:
         if new_envs == n_envs:
             bound = "max_envs" if ratio > 1 else "min_envs"
             return Decision(n_envs, lr, target, f"at {bound}")
-        if self.cfg.scales_lr and self.reference is not None:
-            reference_batch, reference_lr = self.reference
-            new_batch = new_envs * self.observations_per_env
-            if self.cfg.lr_rule == "power":
-                # Breakout's grid: the best rate doubles per 4x batch (B^0.5) over 20-1,280, while the
-                # noise rule, fed the small B_simple of early training, kept it nearly flat there.
-                lr = reference_lr * (new_batch / reference_batch) ** self.cfg.lr_alpha
-            else:
-                lr = scaled_lr(reference_lr, noise_scale, reference_batch, new_batch, self.cfg.lr_alpha)
+        lr = self.lr_for(new_envs * self.observations_per_env, noise_scale, lr)
         self.observations_since_resize = 0.0
         direction = "grow" if new_envs > n_envs else "shrink"
         return Decision(new_envs, lr, target, f"{direction}: {why} vs {current:,.0f} observations")
 
+    def lr_for(self, new_batch: float, noise_scale: float | None, lr: float) -> float:
+        """The learning rate at optimizer batch ``new_batch`` by the run's rule (``lr`` where none)."""
+        if not self.cfg.scales_lr or self.reference is None:
+            return lr
+        reference_batch, reference_lr = self.reference
+        if self.cfg.lr_rule_in_force == "power":
+            # Breakout's grid: the best rate doubles per 4x batch (B^0.5) over 20-1,280, while the
+            # noise rule, fed the small B_simple of early training, kept it nearly flat there.
+            return reference_lr * (new_batch / reference_batch) ** self.cfg.lr_alpha
+        if noise_scale is None or not math.isfinite(noise_scale) or noise_scale <= 0:
+            return lr
+        return scaled_lr(reference_lr, noise_scale, reference_batch, new_batch, self.cfg.lr_alpha)
+
+    def measurement_due(self, agent_steps: float, noise_scale: float | None) -> str | None:
+        """--batch measured: why the critical batch should be measured now (None: not yet).
+
+        At the start, then once the agent steps have grown by --remeasure since the last
+        measurement or the cheap noise scale has moved by that factor: the proxy as a trigger,
+        not a target (docs/batch-control.md)."""
+        if self.cfg.batch != "measured":
+            return None
+        if self.measured_at is None:
+            return "the start"
+        steps_at, signal_at = self.measured_at
+        if agent_steps >= self.cfg.remeasure * max(steps_at, 1.0):
+            return f"agent steps x{agent_steps / max(steps_at, 1.0):.1f} since the last measurement"
+        if noise_scale is not None and math.isfinite(noise_scale) and noise_scale > 0 and signal_at > 0:
+            moved = max(noise_scale / signal_at, signal_at / noise_scale)
+            if moved >= self.cfg.remeasure:
+                return f"the noise scale moved x{moved:.1f} since the last measurement"
+        return None
+
+    def measured(self, agent_steps: float, noise_scale: float | None) -> None:
+        """A measurement ended at ``agent_steps`` (the run continues from its chosen branch)."""
+        signal = noise_scale if noise_scale is not None and math.isfinite(noise_scale) else 0.0
+        self.measured_at = (float(agent_steps), float(signal))
+        self.observations_since_resize = 0.0
+
     def state_dict(self) -> dict[str, Any]:
-        return {"observations_since_resize": self.observations_since_resize, "probed": self.probed,
+        return {"measured_at": list(self.measured_at) if self.measured_at else None,
+                "observations_since_resize": self.observations_since_resize, "probed": self.probed,
                 "cost": self.cost.state_dict(), "agent_steps": self.agent_steps,
                 "reference": list(self.reference) if self.reference is not None else None}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.observations_since_resize = float(state["observations_since_resize"])
+        measured_at = state.get("measured_at")  # absent before --batch measured existed
+        self.measured_at = (float(measured_at[0]), float(measured_at[1])) if measured_at else None
         self.probed = bool(state.get("probed", False))  # absent from checkpoints before it existed
         self.agent_steps = float(state.get("agent_steps", 0.0))  # likewise; read only by replay, which is newer
         self.cost.load_state_dict(state["cost"])

@@ -9,6 +9,7 @@ rollout pool and A2C/PPO learners) and ``RLlibEngine`` in
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import time
@@ -28,7 +29,7 @@ from rlscale.control.noise import NoiseMeter
 from rlscale.envs.vector import EnvSpec, probe_spec, sample_observations
 from rlscale.models.nets import build_network
 from rlscale.models.precision import PrecisionChoice, choose_precision, has_convolutions
-from rlscale.rollout.worker import Pool, ResizeReport, SerialPool
+from rlscale.rollout.worker import Batch, Pool, ResizeReport, SerialPool
 from rlscale.training.threads import ThreadGovernor
 
 if TYPE_CHECKING:
@@ -209,6 +210,30 @@ class NativeEngine:
 
     def save(self, prefix: Path) -> dict[str, Any]:  # noqa: ARG002 - everything fits in the state
         return {"learner": self.learner.state_dict(), "torch_rng": torch.get_rng_state()}
+
+    # Branching (--batch measured, rlscale/training/measure.py): the learner's state forked and
+    # joined in this process; the environments go on stepping (their states are not forked).
+
+    def snapshot(self) -> dict[str, Any]:
+        """A copy of the learner's state (network, optimizer, noise averages, counters) and the RNG."""
+        return copy.deepcopy(self.save(Path()))
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        self.learner.load_state_dict(copy.deepcopy(snapshot["learner"]))
+        torch.set_rng_state(snapshot["torch_rng"])
+
+    def resize_now(self, n_envs: int) -> None:
+        """Run ``n_envs`` environments from the next update on, built before this returns."""
+        if n_envs != self.pool.n_envs:
+            self.pool.resize(n_envs, background=False)
+
+    def heldout_batch(self) -> Batch:
+        """A batch collected with the current weights that the learner does not train on."""
+        self.pool.start(self.learner.flat_weights())
+        return self.pool.collect()
+
+    def heldout_losses(self, batch: Batch) -> np.ndarray:
+        return self.learner.heldout_losses(batch)
 
     def close(self) -> None:
         self.pool.close()

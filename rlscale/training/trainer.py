@@ -31,6 +31,7 @@ from rlscale.training.branch import BranchPoint, load_branch_point
 from rlscale.training.checkpoint import CONFIG_FILE, SUMMARY_FILE
 from rlscale.training.engine import Engine, NativeEngine, UpdateResult
 from rlscale.training.logger import RunLogger, StepRate
+from rlscale.training.measure import measure_critical_batch
 from rlscale.training.replay import describe, load_schedule
 
 # Consecutive non-finite updates after which the run stops (with a checkpoint).
@@ -49,6 +50,11 @@ class TrainState:
     n_envs: int = 0
     base_lr: float = 0.0  # the controller's learning rate at the current batch, before annealing
     goals: dict[str, dict[str, float]] = field(default_factory=dict)  # first time each goal was met
+    # --batch measured (rlscale/training/measure.py): what its measurements cost, counted in the totals.
+    branch_optimizer_steps: int = 0  # optimizer steps of branches the run did not continue from
+    measurements: int = 0
+    measure_seconds: float = 0.0  # wall time of held-out batches and of branches not continued
+    measure_examples: int = 0  # examples of branches not continued
 
 
 @dataclass
@@ -88,6 +94,11 @@ class Run:
         if not self.cfg.noise.measure_noise:
             return None
         return self.engine.noise.b_simple(self.cfg.control.signal)
+
+    @property
+    def optimizer_steps(self) -> int:
+        """Optimizer steps S so far: the engine's, and those of measurement branches not continued."""
+        return self.engine.optimizer_steps + self.state.branch_optimizer_steps
 
     def lr_now(self) -> float:
         """The controller's learning rate, annealed linearly over the budget when configured."""
@@ -155,7 +166,7 @@ def save_checkpoint(run: Run) -> Path:
 
 
 def write_summary(run: Run) -> None:
-    summary = {**asdict(run.state), "updates": run.engine.optimizer_steps, "mean_return": run.window.mean,
+    summary = {**asdict(run.state), "updates": run.optimizer_steps, "mean_return": run.window.mean,
                "env_id": run.cfg.env.env_id, "backend": run.cfg.run.backend, "finished": run.finished}
     checkpoint.write_json(run.run_dir / SUMMARY_FILE, summary)
 
@@ -176,7 +187,7 @@ def record_episode(run: Run, episode_return: float, length: int) -> bool:
     for goal in run.cfg.env.goals:
         key = f"{goal:g}"
         if key not in s.goals and run.window.reached(goal):
-            s.goals[key] = {"agent_steps": s.agent_steps, "updates": run.engine.optimizer_steps,
+            s.goals[key] = {"agent_steps": s.agent_steps, "updates": run.optimizer_steps,
                             "examples": s.examples, "wall_seconds": round(s.wall_seconds, 1)}
             print(f"goal {key} reached: mean return {mean:.1f} over {len(run.window.returns)} episodes "
                   f"at {s.agent_steps:,} agent steps, {s.wall_seconds / 60:.1f} min", flush=True)
@@ -197,6 +208,11 @@ def train_loop(run: Run) -> None:
     total = cfg.total_agent_steps
     rate = StepRate(s.agent_steps)
     while s.agent_steps < total:
+        why = run.controller.measurement_due(s.agent_steps, run.signal)
+        if why is not None:  # --batch measured: branch, read B_crit, continue from the chosen branch
+            for episode_return, length in measure_critical_batch(run, why):
+                record_episode(run, episode_return, length)
+            continue
         start = time.perf_counter()
         lr = run.last_lr = run.lr_now()
         steps_before = engine.optimizer_steps
@@ -246,7 +262,7 @@ def train_loop(run: Run) -> None:
             # n_envs counts environments still starting up; size is what this update trained on.
             tags.N_ENVS: s.n_envs, tags.SIZE: result.agent_steps, tags.OPTIMIZER_BATCH: result.optimizer_batch,
             tags.STEPS_PER_S: steps_per_s, tags.WALL_SECONDS: s.wall_seconds,
-            tags.LR: lr, tags.UPDATES: engine.optimizer_steps, tags.EXAMPLES: s.examples,
+            tags.LR: lr, tags.UPDATES: run.optimizer_steps, tags.EXAMPLES: s.examples,
         }
         if decision.target_batch is not None:
             metrics[tags.TARGET] = decision.target_batch
@@ -296,7 +312,7 @@ def _signal_name(cfg: Config) -> str:
 
 def headline(run: Run) -> dict[str, float]:
     s = run.state
-    out = {"agent_steps": s.agent_steps, "updates": run.engine.optimizer_steps, "n_envs": s.n_envs,
+    out = {"agent_steps": s.agent_steps, "updates": run.optimizer_steps, "n_envs": s.n_envs,
            "episodes": s.episodes, "wall_seconds": round(s.wall_seconds, 1)}
     if run.window.mean is not None:
         out["mean_return"] = run.window.mean
@@ -364,7 +380,7 @@ def run(cfg: Config, run_dir: Path, resume: bool = False,
                                  training.last_lr or training.lr_now(), force=True)
         if on_progress is not None:
             on_progress(headline(training))
-        print(f"done: {s.agent_steps:,} agent steps, {training.engine.optimizer_steps:,} updates, "
+        print(f"done: {s.agent_steps:,} agent steps, {training.optimizer_steps:,} updates, "
               f"{s.episodes:,} episodes in {s.wall_seconds / 60:.1f} min; checkpoint {path}", flush=True)
         return 0
     except ActorFailures as err:

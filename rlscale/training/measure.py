@@ -1,0 +1,193 @@
+"""--batch measured: the critical batch measured in the run by branching it, then followed.
+
+One call, ``measure_critical_batch(run, why)``: fork the learner's state into branches at several
+batch sizes (--branches, multipliers of the current batch; each at the learning rate the run's
+rule gives it), train each on the same examples (--branch-window updates' worth at the current
+batch), read B_crit from their progress (eq. 2.11, rlscale/control/critical.py), and continue
+from the branch nearest to it, so its window is not wasted (DESIGN §2c; docs/batch-control.md).
+
+The progress measure is the fall of the optimised loss on a held-out batch: collected with the
+trunk's weights before branching, trained on by no branch, the same rows for every branch (so
+the comparison is paired: common random numbers where the noise would otherwise be largest).
+The environments are not forked: each branch steps them on from where the last one left them.
+
+Bookkeeping: every branch's agent steps and examples count in the run's totals (the budget
+included), and the optimizer steps of the branches not continued are kept in
+``TrainState.branch_optimizer_steps``; only the continued branch's episodes count toward the
+goals (the others played other policies). An interrupt inside a measurement puts the trunk's
+state back before the checkpoint is written, so a resumed run measures again from the same
+point: no steps counted twice, none skipped.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, fields, replace
+from typing import Any, Protocol
+
+import numpy as np
+
+from rlscale import tags
+from rlscale.config import Config
+from rlscale.control.controller import BatchController
+from rlscale.control.critical import Branch, bootstrap_interval, fit_critical_batch
+from rlscale.training.engine import NativeEngine
+from rlscale.training.logger import RunLogger
+
+
+class Run(Protocol):
+    """What a measurement reads and moves of the training loop's run (rlscale.training.trainer.Run)."""
+
+    cfg: Config
+    engine: NativeEngine
+    controller: BatchController
+    logger: RunLogger
+    state: Any  # trainer.TrainState
+    settled: bool
+
+    @property
+    def signal(self) -> float | None: ...
+
+    def lr_now(self) -> float: ...
+
+
+@dataclass
+class BranchRun:
+    """One branch's window: its batch, learning rate, what it consumed and where it ended."""
+
+    multiplier: float
+    n_envs: int
+    batch: float  # observations per optimizer step
+    lr: float  # its base learning rate (before annealing)
+    agent_steps: int = 0
+    examples: int = 0
+    optimizer_steps: int = 0
+    seconds: float = 0.0
+    progress: np.ndarray | None = None  # held-out loss fall per environment of the held-out batch
+    episodes: list[tuple[float, int]] | None = None
+    end: dict[str, Any] | None = None  # the engine's snapshot at the window's end
+
+
+def branch_envs(run: Run, multiplier: float) -> int:
+    """Environments for a branch at ``multiplier`` x the current batch, in whole vector envs and the
+    controller's bounds."""
+    c, unit = run.cfg.control, run.cfg.pool_unit
+    vectors = max(1, round(run.state.n_envs * multiplier / unit))
+    return min(max(vectors * unit, c.min_envs), c.max_envs)
+
+
+def plan_branches(run: Run) -> list[BranchRun]:
+    """The branches of this measurement: distinct env counts, ascending (bounds can merge two)."""
+    per_env = run.cfg.observations_per_env
+    if run.controller.reference is None:  # measuring before the first update: the rule's anchor is now
+        run.controller.reference = (run.state.n_envs * per_env, run.state.base_lr)
+    branches: dict[int, BranchRun] = {}
+    for m in sorted(run.cfg.control.branches):
+        n = branch_envs(run, m)
+        if n not in branches:
+            lr = run.controller.lr_for(n * per_env, run.signal, run.state.base_lr)
+            branches[n] = BranchRun(m, n, n * per_env, lr)
+    return list(branches.values())
+
+
+def run_branch(run: Run, branch: BranchRun, heldout: Any, before: np.ndarray, window_steps: float) -> None:
+    """Train one branch for ``window_steps`` agent steps' worth of updates (at least one)."""
+    engine, cfg = run.engine, run.cfg
+    start = time.perf_counter()
+    engine.resize_now(branch.n_envs)
+    updates = max(1, round(window_steps / (branch.n_envs * cfg.agent.n_steps)))
+    steps_before = engine.optimizer_steps
+    anneal = run.lr_now() / run.state.base_lr if run.state.base_lr > 0 else 1.0  # the run's annealing, as is
+    branch.episodes = []
+    for _ in range(updates):
+        result = engine.update(branch.lr * anneal)
+        branch.agent_steps += result.agent_steps
+        branch.episodes += result.episodes
+    branch.examples = branch.agent_steps * cfg.epochs_per_batch
+    branch.optimizer_steps = engine.optimizer_steps - steps_before
+    branch.progress = before - engine.heldout_losses(heldout)
+    branch.end = engine.snapshot()
+    branch.seconds = time.perf_counter() - start
+
+
+def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
+    """Measure B_crit by branching, and continue from the branch nearest to it; the continued branch's
+    episodes (return, length), for the loop to record."""
+    s, engine, cfg = run.state, run.engine, run.cfg
+    start = time.perf_counter()
+    trunk, trunk_state, trunk_envs = engine.snapshot(), replace(s, goals=dict(s.goals)), s.n_envs
+    branches = plan_branches(run)
+    try:
+        heldout = engine.heldout_batch()
+        before = engine.heldout_losses(heldout)
+        window_steps = cfg.control.branch_window * trunk_envs * cfg.agent.n_steps
+        done = []
+        for branch in branches:
+            engine.restore(trunk)
+            try:
+                run_branch(run, branch, heldout, before, window_steps)
+                done.append(branch)
+            except Exception as err:  # noqa: BLE001 - one branch's failure is reported, not the run's end
+                print(f"measurement: the {branch.multiplier:g}x branch ({branch.n_envs} envs) failed "
+                      f"({type(err).__name__}: {err}); reading the others", flush=True)
+    except BaseException:
+        # The trunk as it was, so the checkpoint written next resumes before this measurement.
+        engine.restore(trunk)
+        engine.resize_now(trunk_envs)
+        for f in fields(s):
+            setattr(s, f.name, getattr(trunk_state, f.name))
+        raise
+    if len(done) < 2:  # nothing to compare: the trunk goes on at its batch until the next measurement
+        engine.restore(trunk)
+        engine.resize_now(trunk_envs)
+        s.agent_steps += heldout.size + sum(b.agent_steps for b in done)
+        s.examples += sum(b.examples for b in done)
+        s.branch_optimizer_steps += sum(b.optimizer_steps for b in done)
+        run.controller.measured(s.agent_steps, run.signal)
+        print(f"measurement: {len(done)} of {len(branches)} branches finished, too few to read; holding "
+              "the batch until the next measurement", flush=True)
+        return []
+    branches = done
+    progress = np.stack([b.progress for b in branches], axis=1)  # (held-out envs, branches)
+    reading = fit_critical_batch([Branch(b.batch, b.examples, b.optimizer_steps, float(progress[:, i].sum()))
+                                  for i, b in enumerate(branches)])
+    low, high = bootstrap_interval(progress, [b.batch for b in branches], [b.examples for b in branches])
+    chosen = choose(branches, reading.critical_batch)
+    engine.restore(chosen.end)
+    engine.resize_now(chosen.n_envs)
+    # Counted once: every branch's steps and examples, the held-out batch's steps (collected, not
+    # trained on); the continued branch's optimizer steps are the engine's from here on.
+    s.agent_steps += heldout.size + sum(b.agent_steps for b in branches)
+    s.examples += sum(b.examples for b in branches)
+    s.branch_optimizer_steps += sum(b.optimizer_steps for b in branches if b is not chosen)
+    s.n_envs, s.base_lr = chosen.n_envs, chosen.lr
+    s.measurements += 1
+    elapsed = time.perf_counter() - start
+    overhead = elapsed - chosen.seconds
+    s.wall_seconds += elapsed
+    s.measure_seconds += overhead
+    s.measure_examples += sum(b.examples for b in branches if b is not chosen)
+    run.controller.measured(s.agent_steps, run.signal)
+    run.settled = False  # the pool was resized: the next update's time is not a steady one
+    interval = f"90 % {low:,.0f}-{high:,.0f}" if math.isfinite(low) else "interval undefined"
+    print(f"measured at {s.agent_steps:,} agent steps ({why}): {reading.describe()}, {interval}; "
+          f"continuing from the {chosen.batch:,.0f} branch ({chosen.n_envs} envs, lr {chosen.lr:.2e}); "
+          f"{elapsed:.1f} s, {overhead:.1f} s and {sum(b.examples for b in branches if b is not chosen):,} "
+          "examples of it on branches not continued", flush=True)
+    metrics = {tags.MEASURED_LOW: low, tags.MEASURED_HIGH: high, tags.MEASURED_EFFICIENT: reading.merrill_batch,
+               tags.MEASURE_SECONDS: s.measure_seconds, tags.MEASURE_EXAMPLES: s.measure_examples,
+               tags.MEASUREMENTS: s.measurements, tags.N_ENVS: s.n_envs}
+    if reading.defined:
+        metrics[tags.MEASURED_BATCH] = reading.critical_batch
+    for b, column in zip(branches, progress.T, strict=True):
+        metrics[tags.BRANCH_PROGRESS.format(multiplier=b.multiplier)] = 1e3 * float(column.sum()) / b.examples
+    run.logger.scalars({k: v for k, v in metrics.items() if math.isfinite(v)}, s.agent_steps)
+    return chosen.episodes or []
+
+
+def choose(branches: list[BranchRun], critical_batch: float) -> BranchRun:
+    """The branch nearest (in log batch) to the measured B_crit; the current batch's where it is undefined."""
+    if not (math.isfinite(critical_batch) and critical_batch > 0):
+        return min(branches, key=lambda b: abs(math.log(b.multiplier)))
+    return min(branches, key=lambda b: abs(math.log(b.batch / critical_batch)))

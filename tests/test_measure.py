@@ -1,0 +1,126 @@
+"""--batch measured: the critical batch measured by branching the run, on real runs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rlscale import tags
+from rlscale.reports.events import read_scalars
+from rlscale.training import checkpoint, measure
+from tests.conftest import run_in_process
+
+pytestmark = pytest.mark.usefixtures("ray_instance")
+SMALL = ["--n-envs", "8", "--branch-window", "4", "--log-interval", "600"]
+
+
+def _summary(run_dir) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+@pytest.mark.timeout(300)
+def test_a_ray_run_measures_twice_logs_the_reading_and_its_cost_and_resizes(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_in_process(["rlscale.train", "cartpole", "--batch", "measured", "--total-frames", "8000",
+                             *SMALL, "--run-dir", str(run_dir)])
+    assert result.returncode == 0, result.stderr
+    assert "2 Ray actors" in result.stdout or "Ray actor" in result.stdout  # the pool is Ray's, not serial
+    lines = [line for line in result.stdout.splitlines() if line.startswith("measured at")]
+    assert len(lines) >= 2, result.stdout
+    scalars = read_scalars(run_dir)
+    steps, counts = scalars[tags.MEASUREMENTS]
+    assert list(counts) == list(range(1, len(lines) + 1))
+    assert np.all(scalars[tags.MEASURE_SECONDS][1] > 0) and np.all(np.diff(scalars[tags.MEASURE_EXAMPLES][1]) > 0)
+    assert tags.MEASURED_BATCH in scalars and np.all(scalars[tags.MEASURED_BATCH][1] > 0)
+    for multiplier in (0.5, 1, 2, 4):
+        assert tags.BRANCH_PROGRESS.format(multiplier=multiplier) in scalars
+    assert len(set(scalars[tags.N_ENVS][1])) > 1, "the run never left its first batch"
+    summary = _summary(run_dir)
+    assert summary["measurements"] == len(lines) and summary["branch_optimizer_steps"] > 0
+
+
+def test_every_branchs_examples_and_steps_are_counted_once(tmp_path):
+    """One measurement (at the start): 4 branches of 4 updates' worth at 40 observations, 0.5x-4x."""
+    run_dir = tmp_path / "run"
+    result = run_in_process(["rlscale.train", "cartpole", "--serial", "--batch", "measured", "--remeasure", "1e9",
+                             "--total-frames", "1000", *SMALL, "--run-dir", str(run_dir)])
+    assert result.returncode == 0, result.stderr
+    summary = _summary(run_dir)
+    learner_steps = checkpoint.load(checkpoint.latest(run_dir))["engine"]["learner"]["updates"]
+    branch_updates = {4: 8, 8: 4, 16: 2, 32: 1}  # envs -> updates of a 160-agent-step window
+    # The branches not continued: all but one, and the run's updates are the learner's plus theirs.
+    assert summary["branch_optimizer_steps"] in {15 - u for u in branch_updates.values()}
+    assert summary["updates"] == learner_steps + summary["branch_optimizer_steps"]
+    # Agent steps: the held-out batch (8 envs x 5), the four windows (160 each), then training.
+    after_measuring = 40 + 4 * 160
+    assert summary["agent_steps"] >= after_measuring
+    trained_after = summary["agent_steps"] - after_measuring
+    assert trained_after % (5 * summary["n_envs"]) == 0
+    assert summary["examples"] == 4 * 160 + trained_after  # A2C: one pass; the held-out rows are not examples
+    assert summary["measurements"] == 1 and summary["measure_examples"] == 3 * 160
+
+
+def test_an_interrupt_inside_a_measurement_resumes_before_it_without_gaps_or_duplicates(tmp_path, monkeypatch):
+    run_dir = tmp_path / "run"
+    args = ["rlscale.train", "cartpole", "--serial", "--batch", "measured", "--total-frames", "3000", *SMALL,
+            "--run-dir", str(run_dir)]
+    calls = {"n": 0}
+    real = measure.run_branch
+
+    def interrupted_in_the_second_measurement(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 6:  # the first measurement has 4 branches: the 2nd one of the second
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(measure, "run_branch", interrupted_in_the_second_measurement)
+    assert run_in_process(args).returncode == 130
+    saved = checkpoint.load(checkpoint.latest(run_dir))
+    trainer_state, controller = saved["trainer"], saved["controller"]
+    # The checkpoint is the trunk's just before the second measurement: one measurement counted, and
+    # the agent steps where that one left off measuring plus the updates trained since.
+    assert trainer_state["measurements"] == 1
+    assert trainer_state["agent_steps"] >= controller["measured_at"][0] * 2  # the 2nd was due: x2 steps
+    assert saved["engine"]["learner"]["updates"] + trainer_state["branch_optimizer_steps"] > 0
+    monkeypatch.setattr(measure, "run_branch", real)
+    resumed = run_in_process(["rlscale.train", "--resume", str(run_dir)])
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.count("measured at") >= 1
+    final = _summary(run_dir)
+    assert final["measurements"] >= 2 and final["agent_steps"] >= 3000
+    # Logged counts run 1, 2, ... with no step written twice (TensorBoard purges past the checkpoint).
+    steps, counts = read_scalars(run_dir)[tags.MEASUREMENTS]
+    assert list(counts) == list(range(1, len(counts) + 1)) and len(set(steps)) == len(steps)
+
+
+def test_a_branch_that_crashes_is_one_line_and_the_run_goes_on(tmp_path, monkeypatch):
+    real = measure.run_branch
+
+    def third_branch_crashes(run, branch, *a, **k):
+        if branch.multiplier == 2:
+            raise RuntimeError("actor lost")
+        return real(run, branch, *a, **k)
+
+    monkeypatch.setattr(measure, "run_branch", third_branch_crashes)
+    result = run_in_process(["rlscale.train", "cartpole", "--serial", "--batch", "measured", "--remeasure", "1e9",
+                             "--total-frames", "1000", *SMALL, "--run-dir", str(tmp_path / "run")])
+    assert result.returncode == 0, result.stderr
+    failures = [line for line in result.stdout.splitlines() if "branch" in line and "failed" in line]
+    assert failures == ["measurement: the 2x branch (16 envs) failed (RuntimeError: actor lost); reading the others"]
+    assert "measured at" in result.stdout and "Traceback" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--branches", "2"], "--branches needs at least 2 batch multipliers"),
+    (["--branches", "0", "1"], "--branches multipliers must be positive"),
+    (["--branches", "-1", "2"], "--branches multipliers must be positive"),
+    (["--branch-window", "2"], "--branch-window 2 is under one update for the 4x branch"),
+    (["--remeasure", "1"], "--remeasure must be above 1"),
+])
+def test_bad_measurement_settings_are_one_line_and_exit_2(flags, message, tmp_path):
+    result = run_in_process(["rlscale.train", "cartpole", "--batch", "measured", *flags,
+                             "--run-dir", str(tmp_path / "r")])
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"error: {message}") and not (tmp_path / "r").exists()
