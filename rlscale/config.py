@@ -137,6 +137,11 @@ class ControlConfig:
                                 "measurement (at least 2, each > 0; the learning rate by --lr-rule, power by default)")
     branch_window: float = opt(16.0, "measured: examples each branch trains, in updates at the current batch (at "
                                "least the largest multiplier, so every branch takes one update)")
+    progress: str = opt("total", "measured: the progress a branch is read by, the fall over its window of the "
+                        "optimised loss on held-out rows: total (policy and value parts) or policy (the policy part "
+                        "alone); both readings are logged", ("total", "policy"))
+    heldout_rollouts: int = opt(4, "measured: rollouts at the current batch collected for the held-out rows (more: a "
+                                "progress reading with less noise, at their agent steps' cost)")
     remeasure: float = opt(2.0, "measured: measure again once the agent steps have grown by this factor since the "
                            "last measurement, or the noise scale has moved by it")
     # total: measured every update at near-zero cost, and within 1.4x of the fitted
@@ -400,6 +405,8 @@ class Config:
         if not c.branch_window >= max(c.branches):
             raise UserError(f"--branch-window {c.branch_window:g} is under one update for the {max(c.branches):g}x "
                             f"branch: give at least {max(c.branches):g} (updates at the current batch)")
+        if c.heldout_rollouts < 1:
+            raise UserError(f"--heldout-rollouts must be at least 1, got {c.heldout_rollouts}")
         if not c.remeasure > 1:
             raise UserError(f"--remeasure must be above 1 (a growth factor), got {c.remeasure:g}")
         if r.backend != "native" or r.learners > 1 or r.overlap:

@@ -45,7 +45,7 @@ def test_every_branchs_examples_and_steps_are_counted_once(tmp_path):
     """One measurement (at the start): 4 branches of 4 updates' worth at 40 observations, 0.5x-4x."""
     run_dir = tmp_path / "run"
     result = run_in_process(["rlscale.train", "cartpole", "--serial", "--batch", "measured", "--remeasure", "1e9",
-                             "--total-frames", "1000", *SMALL, "--run-dir", str(run_dir)])
+                             "--heldout-rollouts", "2", "--total-frames", "1000", *SMALL, "--run-dir", str(run_dir)])
     assert result.returncode == 0, result.stderr
     summary = _summary(run_dir)
     learner_steps = checkpoint.load(checkpoint.latest(run_dir))["engine"]["learner"]["updates"]
@@ -53,8 +53,8 @@ def test_every_branchs_examples_and_steps_are_counted_once(tmp_path):
     # The branches not continued: all but one, and the run's updates are the learner's plus theirs.
     assert summary["branch_optimizer_steps"] in {15 - u for u in branch_updates.values()}
     assert summary["updates"] == learner_steps + summary["branch_optimizer_steps"]
-    # Agent steps: the held-out batch (8 envs x 5), the four windows (160 each), then training.
-    after_measuring = 40 + 4 * 160
+    # Agent steps: the held-out rows (2 rollouts of 8 envs x 5), the four windows (160 each), then training.
+    after_measuring = 2 * 40 + 4 * 160
     assert summary["agent_steps"] >= after_measuring
     trained_after = summary["agent_steps"] - after_measuring
     assert trained_after % (5 * summary["n_envs"]) == 0

@@ -6,7 +6,7 @@ x (x.D - e) and the per-sample Hessian x x^T, so G = C D, H = C and
 Sigma = C D D^T C + (D^T C D + s^2) C; for any fixed metric M,
 G^T M G and tr(M Sigma) follow in closed form. The per-sample Hessian varies
 with the sample, so an H taken on the rows of the vector it multiplies is
-biased, which the last tests show.
+biased, which a test below shows. The last tests check what PPO logs for an update of many minibatches.
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ import torch
 from rlscale import tags
 from rlscale.agents.a2c import A2CLearner, A2CRows, nstep_returns
 from rlscale.agents.curvature import MetricSamples, metric_samples
+from rlscale.agents.ppo import PPOLearner
 from rlscale.config import build_config
 from rlscale.control.noise import NoiseMeter, estimate, metric_estimate
 from rlscale.models.nets import build_network
+from rlscale.rollout.worker import Batch
 from tests.test_learner import SPECS, random_batch
 
 C = np.array([36.0, 6.0, 1.0, 1 / 6])  # eigenvalues of the input covariance (the Hessian)
@@ -200,3 +202,69 @@ def test_the_metrics_cost_k_forward_and_2k_or_3k_backward_passes_per_measured_up
 def test_metric_samples_has_a_field_per_metric_the_learner_records():
     """Learner.record_metrics reads each of tags.METRICS from MetricSamples by name."""
     assert [f.name for f in dataclasses.fields(MetricSamples)] == list(tags.METRICS)
+
+
+# ---------------------------------------------------------------------------- PPO's logged statistics
+
+def ppo_learner(**overrides) -> tuple[PPOLearner, Batch]:
+    """A PPO learner on CartPole's network (4 epochs x 4 minibatches of 32 rows) and a batch whose
+    acting log-probs spread the ratio, so that the clip fraction and the losses differ by minibatch."""
+    cfg = build_config("cartpole", "ppo", {"n_envs": 8, "n_steps": 16, "noise_settle": 0, **overrides})
+    torch.manual_seed(0)
+    learner = PPOLearner(build_network(SPECS["mlp"], "auto", 64), cfg)
+    batch = random_batch(SPECS["mlp"], 16, 8)
+    batch.logprobs[:] = np.log(np.random.default_rng(1).uniform(0.2, 0.8, batch.logprobs.shape))
+    return learner, batch
+
+
+def returns_of(monkeypatch, owner, name: str) -> list[dict[str, float]]:
+    """What each call of ``owner.name`` returns, the real method still doing the work."""
+    calls: list[dict[str, float]] = []
+    real = getattr(owner, name)
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        calls.append(dict(out))
+        return out
+
+    monkeypatch.setattr(owner, name, spy)
+    return calls
+
+
+PPO_STEP_STATS = [tags.loss_stat(s) for s in ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")]
+
+
+@pytest.mark.timeout(60)
+def test_ppo_logs_the_mean_of_its_minibatches_loss_statistics(monkeypatch):
+    """The losses, clip fraction, KL and gradient norm PPO logs for an update are the means over its 16 optimizer
+    steps (every minibatch of every epoch), each step's own values as the real step returned them."""
+    learner, batch = ppo_learner()
+    steps = returns_of(monkeypatch, learner, "step")
+    metrics = learner.update(batch)
+    assert len(steps) == 16 and learner.updates == 16
+    for tag in (*PPO_STEP_STATS, tags.GRAD_NORM):
+        values = [step[tag] for step in steps]
+        assert metrics[tag] == pytest.approx(np.mean(values), rel=1e-12, abs=1e-15), tag
+        # The last minibatch's value alone (what PPO logged before 2026-11-28) is not the mean.
+        assert abs(values[-1] - np.mean(values)) > 1e-6 * max(1.0, abs(np.mean(values))), (tag, values)
+    assert 0 < metrics[tags.loss_stat("clipfrac")] < 1
+    assert metrics[tags.SKIPPED_UPDATES] == 0.0
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("noise_minibatches, measured", [(1, 1), (2, 2), (0, 4)])
+def test_ppo_logs_the_mean_raw_noise_estimate_of_its_measured_minibatches(monkeypatch, noise_minibatches, measured):
+    """noise_raw/* (docs/tensorboard.md): each measured minibatch's unbiased |G|^2 and tr(Sigma) estimates, of each
+    part, averaged over the first epoch's measured minibatches (--noise-minibatches; 0 = all four)."""
+    learner, batch = ppo_learner(noise_parts_every=1, noise_minibatches=noise_minibatches)
+    samples = returns_of(monkeypatch, learner.noise, "record")
+    metrics = learner.update(batch)
+    assert len(samples) == measured * len(tags.PARTS)  # the total loss's and each part's, per measured minibatch
+    for part in tags.PARTS:
+        for quantity in ("grad_sq", "trace_sigma"):
+            tag = tags.raw_noise(quantity, part)
+            values = [s[tag] for s in samples if tag in s]
+            assert len(values) == measured
+            assert metrics[tag] == pytest.approx(np.mean(values), rel=1e-12), tag
+            if measured > 1:
+                assert values[-1] != pytest.approx(np.mean(values), rel=1e-6), tag

@@ -20,7 +20,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from rlscale.config import build_config
 from rlscale.train import main
 from rlscale.training import checkpoint
-from rlscale.training.logger import StepRate
+from rlscale.training.logger import NOISE_CHART, StepRate
 from rlscale.training.trainer import build, save_checkpoint, train_loop
 from tests.conftest import interrupt_when, train_subprocess
 
@@ -120,7 +120,7 @@ def test_short_pong_run_through_actors_writes_tensorboard(tmp_path, capsys):
     # The custom-scalars layout: the score, and the signal beside the batch, on charts of logged tags.
     charts = custom_scalars_charts(run_dir)
     assert charted(charts["score: episode return"], tags) == {"rollout/episode_return"}
-    noise_chart = charted(charts["noise scales, batch and target (observations; use the log axis)"], tags)
+    noise_chart = charted(charts[NOISE_CHART], tags)
     assert {"noise/b_simple_total", "batch/optimizer_batch"} <= noise_chart
     assert "batch/starting_envs" not in tags  # a fixed batch starts no environments mid-run: no line at 0
     assert "batch/exchange_rate" not in tags  # the cost model's quantities are --batch auto's

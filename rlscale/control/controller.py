@@ -92,6 +92,7 @@ class BatchController:
     agent_steps: float = 0.0  # trained so far: where the replayed schedule stands
     # --batch measured: (agent steps, noise scale) at the end of the last measurement.
     measured_at: tuple[float, float] | None = None
+    measured_batch: float = math.nan  # --batch measured: the last measurement's B_crit
 
     def step(self, n_envs: int, noise_scale: float | None, observations: float, lr: float) -> Decision:
         """Called once per update, after it trained on ``observations``."""
@@ -102,7 +103,8 @@ class BatchController:
         if self.cfg.batch == "fixed":
             return Decision(n_envs, lr, None, "fixed batch")
         if self.cfg.batch == "measured":  # the measurement chooses the batch (training/measure.py)
-            return Decision(n_envs, lr, None, "holding the measured batch")
+            target = self.measured_batch if math.isfinite(self.measured_batch) else None
+            return Decision(n_envs, lr, target, "holding the measured batch")
         if self.cfg.batch == "replay":
             return self._replay(n_envs, lr)
         if noise_scale is None or not math.isfinite(noise_scale) or noise_scale <= 0:
@@ -237,14 +239,17 @@ class BatchController:
                 return f"the noise scale moved x{moved:.1f} since the last measurement"
         return None
 
-    def measured(self, agent_steps: float, noise_scale: float | None) -> None:
-        """A measurement ended at ``agent_steps`` (the run continues from its chosen branch)."""
+    def measured(self, agent_steps: float, noise_scale: float | None, critical_batch: float = math.nan) -> None:
+        """A measurement ended at ``agent_steps`` with ``critical_batch`` (nan: no reading); the run
+        continues from its chosen branch, and B_crit is the target until the next measurement."""
         signal = noise_scale if noise_scale is not None and math.isfinite(noise_scale) else 0.0
         self.measured_at = (float(agent_steps), float(signal))
+        self.measured_batch = float(critical_batch)
         self.observations_since_resize = 0.0
 
     def state_dict(self) -> dict[str, Any]:
         return {"measured_at": list(self.measured_at) if self.measured_at else None,
+                "measured_batch": self.measured_batch,
                 "observations_since_resize": self.observations_since_resize, "probed": self.probed,
                 "cost": self.cost.state_dict(), "agent_steps": self.agent_steps,
                 "reference": list(self.reference) if self.reference is not None else None}
@@ -253,6 +258,7 @@ class BatchController:
         self.observations_since_resize = float(state["observations_since_resize"])
         measured_at = state.get("measured_at")  # absent before --batch measured existed
         self.measured_at = (float(measured_at[0]), float(measured_at[1])) if measured_at else None
+        self.measured_batch = float(state.get("measured_batch", math.nan))
         self.probed = bool(state.get("probed", False))  # absent from checkpoints before it existed
         self.agent_steps = float(state.get("agent_steps", 0.0))  # likewise; read only by replay, which is newer
         self.cost.load_state_dict(state["cost"])

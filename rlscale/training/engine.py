@@ -227,10 +227,15 @@ class NativeEngine:
         if n_envs != self.pool.n_envs:
             self.pool.resize(n_envs, background=False)
 
-    def heldout_batch(self) -> Batch:
-        """A batch collected with the current weights that the learner does not train on."""
-        self.pool.start(self.learner.flat_weights())
-        return self.pool.collect()
+    def heldout_batch(self, rollouts: int = 1) -> Batch:
+        """``rollouts`` batches collected with the current weights, side by side as one (each rollout's
+        environments its own columns), that the learner does not train on."""
+        weights = self.learner.flat_weights()
+        batches = []
+        for _ in range(rollouts):
+            self.pool.start(weights)
+            batches.append(self.pool.collect())
+        return Batch.concat(batches)
 
     def heldout_losses(self, batch: Batch) -> np.ndarray:
         return self.learner.heldout_losses(batch)

@@ -64,29 +64,49 @@ class StepRate:
         return self.timed >= self.horizon
 
 
+# TensorBoard's custom-scalars charts (2.21) draw every line of a run in the run's colour and tell a chart's
+# tags apart only by the symbol on each line's points (up to 20 per line), five symbols in turn: a chart with
+# a sixth tag repeats a symbol, and two tags with the same values are one line. So a chart holds at most
+# this many tags, and never two that can coincide (tests/test_tensorboard_docs.py checks both).
+CHART_TAGS = 5
+NOISE_CHART = "noise scales and the optimizer batch (observations; use the log axis)"
+BATCH_CHART = "batch: the optimizer batch and the controller's target (observations)"
+
+
 def custom_scalars_layout(signal: str) -> dict[str, dict[str, list]]:
     """The charts a run's TensorBoard opens with (its CUSTOM SCALARS tab): the score, then the
-    noise scales beside the batch and the controller's target, the learning rate, throughput.
+    noise scales beside the optimizer batch, the batch beside the controller's target, the
+    environments, the learning rate, throughput; a second group has each loss part and metric.
 
     Custom scalars match tags by regular expression: each is anchored so it picks one tag.
+    The controller's target is not on the noise chart: under ``--batch critical`` it is the
+    signal's noise scale (divided by ``--crit-ratio``, 1 by default), the same points, and one
+    line would hide the other.
     """
     def lines(*names: str) -> list:
-        return ["Multiline", [f"^{re.escape(name)}$" for name in dict.fromkeys(names)]]
+        unique = list(dict.fromkeys(names))
+        if len(unique) > CHART_TAGS:
+            raise ValueError(f"a chart of {len(unique)} tags repeats a symbol: {unique}")
+        return ["Multiline", [f"^{re.escape(name)}$" for name in unique]]
 
-    noise_scales = (tags.signal_tag(signal), *(tags.signal_tag(s) for s in ("total", *tags.METRICS)))
+    # The signal's, then B_simple's of the total loss and the metrics' (B_P, B_noise, B_PH): four, with the
+    # batch five. A policy or value signal takes B_PH's place (B_PH stays on the chart of the metrics).
+    noise_scales = list(dict.fromkeys(tags.signal_tag(s) for s in (signal, "total", *tags.METRICS)))[:CHART_TAGS - 1]
     return {
         "rlscale": {
             "score: episode return": lines(tags.EPISODE_RETURN),
-            "noise scales, batch and target (observations; use the log axis)":
-                lines(*noise_scales, tags.OPTIMIZER_BATCH, tags.TARGET),
+            NOISE_CHART: lines(*noise_scales, tags.OPTIMIZER_BATCH),
+            BATCH_CHART: lines(tags.OPTIMIZER_BATCH, tags.TARGET),
             "environments": lines(tags.N_ENVS, tags.STARTING_ENVS),
             "learning rate": lines(tags.LR),
             "throughput: agent steps per second": lines(tags.STEPS_PER_S),
         },
-        "noise scale of each loss part": {
+        "noise scale of each loss part and metric": {
             "B_simple per part": lines(*(tags.noise("b_simple", p) for p in tags.PARTS)),
             "|G|^2 per part": lines(*(tags.noise("grad_sq", p) for p in tags.PARTS)),
             "tr(Sigma) per part": lines(*(tags.noise("trace_sigma", p) for p in tags.PARTS)),
+            "the total loss's noise scale in each metric: B_simple, B_P, B_noise, B_PH":
+                lines(*(tags.signal_tag(s) for s in ("total", *tags.METRICS))),
         },
     }
 

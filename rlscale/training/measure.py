@@ -31,7 +31,7 @@ import numpy as np
 from rlscale import tags
 from rlscale.config import Config
 from rlscale.control.controller import BatchController
-from rlscale.control.critical import Branch, bootstrap_interval, fit_critical_batch
+from rlscale.control.critical import Branch, Reading, bootstrap_interval, fit_critical_batch
 from rlscale.training.engine import NativeEngine
 from rlscale.training.logger import RunLogger
 
@@ -64,7 +64,7 @@ class BranchRun:
     examples: int = 0
     optimizer_steps: int = 0
     seconds: float = 0.0
-    progress: np.ndarray | None = None  # held-out loss fall per environment of the held-out batch
+    progress: np.ndarray | None = None  # held-out loss fall, (environments, parts: policy, value)
     episodes: list[tuple[float, int]] | None = None
     end: dict[str, Any] | None = None  # the engine's snapshot at the window's end
 
@@ -119,7 +119,7 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
     trunk, trunk_state, trunk_envs = engine.snapshot(), replace(s, goals=dict(s.goals)), s.n_envs
     branches = plan_branches(run)
     try:
-        heldout = engine.heldout_batch()
+        heldout = engine.heldout_batch(cfg.control.heldout_rollouts)
         before = engine.heldout_losses(heldout)
         window_steps = cfg.control.branch_window * trunk_envs * cfg.agent.n_steps
         done = []
@@ -149,10 +149,8 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
               "the batch until the next measurement", flush=True)
         return []
     branches = done
-    progress = np.stack([b.progress for b in branches], axis=1)  # (held-out envs, branches)
-    reading = fit_critical_batch([Branch(b.batch, b.examples, b.optimizer_steps, float(progress[:, i].sum()))
-                                  for i, b in enumerate(branches)])
-    low, high = bootstrap_interval(progress, [b.batch for b in branches], [b.examples for b in branches])
+    readings = {measure: read(branches, measure) for measure in PROGRESS_MEASURES}
+    reading, (low, high) = readings[cfg.control.progress]
     chosen = choose(branches, reading.critical_batch)
     engine.restore(chosen.end)
     engine.resize_now(chosen.n_envs)
@@ -168,22 +166,46 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
     s.wall_seconds += elapsed
     s.measure_seconds += overhead
     s.measure_examples += sum(b.examples for b in branches if b is not chosen)
-    run.controller.measured(s.agent_steps, run.signal)
+    run.controller.measured(s.agent_steps, run.signal, reading.critical_batch)
     run.settled = False  # the pool was resized: the next update's time is not a steady one
     interval = f"90 % {low:,.0f}-{high:,.0f}" if math.isfinite(low) else "interval undefined"
-    print(f"measured at {s.agent_steps:,} agent steps ({why}): {reading.describe()}, {interval}; "
-          f"continuing from the {chosen.batch:,.0f} branch ({chosen.n_envs} envs, lr {chosen.lr:.2e}); "
-          f"{elapsed:.1f} s, {overhead:.1f} s and {sum(b.examples for b in branches if b is not chosen):,} "
-          "examples of it on branches not continued", flush=True)
-    metrics = {tags.MEASURED_LOW: low, tags.MEASURED_HIGH: high, tags.MEASURED_EFFICIENT: reading.merrill_batch,
-               tags.MEASURE_SECONDS: s.measure_seconds, tags.MEASURE_EXAMPLES: s.measure_examples,
-               tags.MEASUREMENTS: s.measurements, tags.N_ENVS: s.n_envs}
-    if reading.defined:
-        metrics[tags.MEASURED_BATCH] = reading.critical_batch
-    for b, column in zip(branches, progress.T, strict=True):
-        metrics[tags.BRANCH_PROGRESS.format(multiplier=b.multiplier)] = 1e3 * float(column.sum()) / b.examples
-    run.logger.scalars({k: v for k, v in metrics.items() if math.isfinite(v)}, s.agent_steps)
+    others = "; ".join(f"by the {measure} loss {other.critical_batch:,.0f}" if other.defined
+                       else f"by the {measure} loss undefined"
+                       for measure, (other, _) in readings.items() if measure != cfg.control.progress)
+    print(f"measured at {s.agent_steps:,} agent steps ({why}), by the {cfg.control.progress} loss: "
+          f"{reading.describe()}, {interval} ({others}); continuing from the {chosen.batch:,.0f} branch "
+          f"({chosen.n_envs} envs, lr {chosen.lr:.2e}); {elapsed:.1f} s, {overhead:.1f} s and "
+          f"{sum(b.examples for b in branches if b is not chosen):,} examples of it on branches not continued",
+          flush=True)
+    # Every tag at every measurement (NaN where a reading is undefined), so the charts line up.
+    metrics = {tags.MEASURED_BATCH: reading.critical_batch, tags.MEASURED_LOW: low, tags.MEASURED_HIGH: high,
+               tags.MEASURED_EFFICIENT: reading.merrill_batch, tags.MEASURE_SECONDS: s.measure_seconds,
+               tags.MEASURE_EXAMPLES: s.measure_examples, tags.MEASUREMENTS: s.measurements, tags.N_ENVS: s.n_envs}
+    for measure, (by_measure, _) in readings.items():
+        metrics[tags.MEASURED_BATCH_BY.format(progress=measure)] = by_measure.critical_batch
+    for b in branches:
+        metrics[tags.BRANCH_PROGRESS.format(multiplier=b.multiplier)] = (
+            1e3 * float(progress_of(b, cfg.control.progress).sum()) / b.examples)
+    run.logger.scalars(metrics, s.agent_steps)
     return chosen.episodes or []
+
+
+# What a branch's progress is read as: the fall of the held-out loss's parts (config --progress).
+PROGRESS_MEASURES = ("total", "policy")
+
+
+def progress_of(branch: BranchRun, measure: str) -> np.ndarray:
+    """The branch's progress per held-out environment by ``measure``."""
+    parts = branch.progress
+    return parts.sum(axis=1) if measure == "total" else parts[:, 0]
+
+
+def read(branches: list[BranchRun], measure: str) -> tuple[Reading, tuple[float, float]]:
+    """B_crit fitted to the branches' progress by ``measure``, and its 90 % interval."""
+    progress = np.stack([progress_of(b, measure) for b in branches], axis=1)  # (held-out envs, branches)
+    reading = fit_critical_batch([Branch(b.batch, b.examples, b.optimizer_steps, float(progress[:, i].sum()))
+                                  for i, b in enumerate(branches)])
+    return reading, bootstrap_interval(progress, [b.batch for b in branches], [b.examples for b in branches])
 
 
 def choose(branches: list[BranchRun], critical_batch: float) -> BranchRun:
