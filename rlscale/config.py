@@ -209,8 +209,8 @@ class RunConfig:
                         "(a policy lag of one update; with --serial the same lag without the concurrency)")
     learners: int = opt(1, "data-parallel learner processes (Ray actors, one torch.distributed group; each takes "
                         "whole environments of the batch and the noise scale comes from their local gradients)")
-    learner_threads: int = opt(0, "torch threads of the learner (0: all cores, one fewer while another process "
-                               "holds a core; with --learners N, each node's "
+    learner_threads: int = opt(0, "torch threads of the learner (0: a convolutional network all cores, one fewer "
+                               "while another process holds a core, an MLP one; with --learners N, each node's "
                                "cores / the learners on it)")
     learner_device: str = opt("auto", "device of the learner (auto: cuda when this machine has one)",
                               ("auto", "cpu", "cuda"))

@@ -6,6 +6,9 @@ die exactly as they would when a machine is lost.
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -156,6 +159,97 @@ def test_cluster_yaml_passes_rays_own_validation():
     broken["head_node_typo"] = "head"
     with pytest.raises(Exception, match="head_node_typo"):
         validate_config(prepare_config(broken))
+
+
+def test_local_cluster_yaml_works_on_one_host():
+    """A worker's `ray stop` stops every Ray process of the user on its machine, the head's
+    too where both run (one host, as scripts/test-cluster-launch.sh has it): a worker skips
+    it where a GCS server (a head) of the user runs. Each node advertises the IP it was
+    reached at, the local provider's name for it."""
+    config = yaml.safe_load((ROOT / "scripts" / "cluster-local.yaml").read_text())
+    worker = config["worker_start_ray_commands"]
+    stops = [c for c in worker if "ray stop" in c]
+    assert stops == ['pgrep -u "$(id -u)" -x gcs_server >/dev/null || ~/rlscale/.venv/bin/ray stop']
+    for key in ("head_start_ray_commands", "worker_start_ray_commands"):
+        start = config[key][-1]
+        assert "ray start" in start and "RAY_AUTH_MODE=token" in start
+        assert "--node-ip-address=\"$(echo $SSH_CONNECTION | cut -d' ' -f3)\"" in start
+        assert "--dashboard-agent-listen-port=0" in start  # 52365 can be bound once per host
+
+
+def test_a_workers_ray_stop_is_skipped_where_a_head_of_the_user_runs(tmp_path):
+    """The worker's guard, run for real: with a process of this user named gcs_server (what
+    `ray stop` and pgrep know a head's GCS by) it stops nothing."""
+    import shutil
+
+    config = yaml.safe_load((ROOT / "scripts" / "cluster-local.yaml").read_text())
+    (guarded,) = [c for c in config["worker_start_ray_commands"] if "ray stop" in c]
+    guarded = guarded.replace("~/rlscale/.venv/bin/ray stop", "echo stopped")
+    fake = tmp_path / "gcs_server"
+    shutil.copy(shutil.which("sleep"), fake)
+    head = subprocess.Popen([str(fake), "60"])
+    try:
+        out = subprocess.run(["bash", "-c", guarded], capture_output=True, text=True, check=True).stdout
+        assert out == "", out
+    finally:
+        head.kill()
+        head.wait()
+    # Where no such process runs, it stops what a stale Ray left.
+    elsewhere = guarded.replace("gcs_server", "rlscale_nohead")
+    assert subprocess.run(["bash", "-c", elsewhere], capture_output=True, text=True).stdout == "stopped\n"
+
+
+def _doc_bash_commands(text: str) -> list[str]:
+    """The commands of a page's ```bash blocks: a line ending in \\ continues one; blank and
+    comment-only lines are none."""
+    commands = []
+    for block in re.findall(r"^```bash\n(.*?)^```", text, re.S | re.M):
+        lines = block.splitlines()
+        while lines:
+            command = lines.pop(0)
+            while command.endswith("\\"):
+                command += "\n" + lines.pop(0)
+            if command.strip() and not command.lstrip().startswith("#"):
+                commands.append(command)
+    return commands
+
+
+def test_the_launch_test_runs_docs_cluster_commands_with_the_changes_the_page_names():
+    """scripts/test-cluster-launch.sh reads its commands from docs/cluster.md: every one of the
+    page's bash blocks, as written but for the changes the page lists under "The launch test"
+    (`written` → `run`), no more and no fewer."""
+    text = (ROOT / "docs" / "cluster.md").read_text()
+    section = text[text.index("## The launch test"):]
+    section = section[: section.index("\n## ")]
+    named = re.findall(r"^\* `([^`]+)` → `([^`]+)`", section, re.M)
+    listed = json.loads(subprocess.run(["bash", str(ROOT / "scripts" / "test-cluster-launch.sh"), "--list"],
+                                       capture_output=True, text=True, check=True).stdout)
+    assert [tuple(change) for change in listed["changes"]] == named
+    expected = []
+    for command in _doc_bash_commands(text):
+        for written, run in named:
+            command = command.replace(written, run)
+        expected.append(command)
+    assert listed["commands"] == expected
+    assert len(expected) >= 10 and all(written in text for written, _ in named)
+
+
+def test_docs_cluster_commands_authenticate_and_close_their_tunnel():
+    commands = [c.split("#")[0] for c in _doc_bash_commands((ROOT / "docs" / "cluster.md").read_text())]
+    # A node joining a token-authenticated head needs RAY_AUTH_MODE=token (Ray 2.60 turns it on
+    # by itself only for a head and for `--address auto`): AuthenticationError without it.
+    starts = [c for c in commands if "ray start" in c]
+    assert any("--address=" in c for c in starts) and all(c.startswith("RAY_AUTH_MODE=token ") for c in starts)
+    assert all("RAY_AUTH_MODE=token" in c for c in commands if "ray status" in c or "ray job" in c)
+    # The tunnel is one ssh of its own (`-S none`: no connection shared with Ray's commands, whose
+    # ControlMaster kept `ray dashboard`'s port open after it was killed and after `ray down`),
+    # closed by its pid before `ray down`.
+    (tunnel,) = [i for i, c in enumerate(commands) if "-L 8266:" in c]
+    assert commands[tunnel].startswith("ssh -N -S none ") and commands[tunnel].rstrip().endswith("& TUNNEL=$!")
+    assert not any("ray dashboard" in c for c in commands)
+    kills = [i for i, c in enumerate(commands) if c.rstrip() == "kill $TUNNEL"]
+    downs = [i for i, c in enumerate(commands) if c.startswith("ray down")]
+    assert len(kills) == 1 and tunnel < kills[0] < downs[0]
 
 
 @pytest.mark.timeout(240)

@@ -9,10 +9,11 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from rlscale.config import EnvConfig
-from rlscale.envs.vector import VectorEnv
+from rlscale.envs.vector import Episode, VectorEnv
 from rlscale.reports.evaluate import evaluate, load_agent, quotas
 from rlscale.reports.video import GifWriter, VideoWriter
 from tests.conftest import run_command, run_in_process
@@ -53,11 +54,53 @@ def test_evaluation_plays_the_asked_episodes_with_unclipped_returns(trained_runs
     assert ((result.lengths >= 1) & (result.lengths <= 500)).all()
 
 
+def greedy_episodes_by_hand(agent, seed: int, quota: np.ndarray) -> list[Episode]:
+    """What a greedy evaluation must report, from plain gymnasium CartPoles stepped in lockstep.
+
+    Environment i is seeded seed + i (as a vector env seeds its members) and reset unseeded after
+    each episode; the policy sees the rows in environment order, as in evaluate. Each environment
+    reports its first quota[i] episodes, in the order they finish (ties: lower id first)."""
+    import gymnasium as gym
+
+    envs = [gym.make("CartPole-v1") for _ in quota]
+    obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]
+    returns, lengths, out = [0.0] * len(envs), [0] * len(envs), []
+    played = np.zeros(len(envs), dtype=int)
+    try:
+        while (played < quota).any():
+            with torch.no_grad():
+                logits, _ = agent.model(torch.from_numpy(np.stack(obs)))
+            for i, (env, action) in enumerate(zip(envs, logits.argmax(dim=1).tolist(), strict=True)):
+                obs[i], reward, terminated, truncated, _ = env.step(action)
+                returns[i] += reward
+                lengths[i] += 1
+                if terminated or truncated:
+                    if played[i] < quota[i]:
+                        out.append(Episode(i, returns[i], lengths[i]))
+                        played[i] += 1
+                    obs[i], returns[i], lengths[i] = env.reset()[0], 0.0, 0
+    finally:
+        for env in envs:
+            env.close()
+    return out
+
+
+@pytest.mark.timeout(120, func_only=True)  # the test: seconds; the module's training runs are set up before
 def test_deterministic_evaluation_repeats_exactly(trained_runs):
+    """Greedy actions and a fixed seed: the same episodes of the same environments, in the same order,
+    each environment playing its quota (2, 2, 1 of 5), and exactly the games plain CartPoles give."""
     agent = load_agent(trained_runs[0])
-    a = evaluate(agent, episodes=3, deterministic=True, n_envs=3, seed=5)
-    b = evaluate(agent, episodes=3, deterministic=True, n_envs=3, seed=5)
-    assert sorted(a.returns) == sorted(b.returns)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a 3-row MLP: two threads took 10 s for what one does in 0.4 (a busy 2-core machine)
+    try:
+        a = evaluate(agent, episodes=5, deterministic=True, n_envs=3, seed=5)
+        b = evaluate(agent, episodes=5, deterministic=True, n_envs=3, seed=5)
+        by_hand = greedy_episodes_by_hand(agent, 5, quotas(5, 3))
+    finally:
+        torch.set_num_threads(threads)
+    assert a.episodes == b.episodes  # env ids, returns and lengths, unsorted
+    assert np.bincount([e.env_id for e in a.episodes], minlength=3).tolist() == quotas(5, 3).tolist() == [2, 2, 1]
+    assert a.episodes == by_hand
 
 
 def test_video_decodes_back_with_one_frame_per_step(trained_runs, tmp_path):

@@ -103,12 +103,28 @@ def test_a_clipped_average_survives_one_outlying_update_that_swings_the_plain_on
 
 
 def test_equal_groups_reduce_to_paper_formula():
-    """With equal groups B_small = B/k and eq. A.2 holds literally."""
+    """With equal groups B_small = B/k and eq. A.2 holds literally: worked by hand.
+
+    Groups of 10 with |g_j|^2 = 5, 7, 6, 6 and |G_big|^2 = 2: B_small = 10, B_big = 40,
+    |G_small|^2 = 6, so |G|^2 = (40*2 - 10*6) / (40 - 10) = 2/3 and
+    tr(Sigma) = (6 - 2) / (1/10 - 1/40) = 4 / (3/40) = 160/3.
+    """
     s = estimate([5.0, 7.0, 6.0, 6.0], [10, 10, 10, 10], 2.0)
-    b_small, b_big, small = 10.0, 40.0, 6.0
-    assert s.b_small == b_small and s.b_big == b_big
-    assert s.grad_sq == pytest.approx((b_big * 2.0 - b_small * small) / (b_big - b_small))
-    assert s.trace_sigma == pytest.approx((small - 2.0) / (1 / b_small - 1 / b_big))
+    assert s.b_small == 10.0 and s.b_big == 40.0
+    assert s.grad_sq == pytest.approx(2 / 3, rel=1e-12)
+    assert s.trace_sigma == pytest.approx(160 / 3, rel=1e-12)
+
+
+@pytest.mark.parametrize("sizes", [[10, 10, 10, 10], [7, 13, 9, 11], [1, 100]])
+def test_expected_norms_give_back_the_true_gradient_and_trace(sizes):
+    """Fed the exact expectations E|g_j|^2 = |G|^2 + tr(Sigma)/b_j and E|G_big|^2 = |G|^2 + tr(Sigma)/B
+    of a problem with known |G|^2 and tr(Sigma), the estimator returns those two numbers."""
+    grad_sq, trace = 0.37, 251.0
+    group_sq = [grad_sq + trace / b for b in sizes]
+    s = estimate(group_sq, sizes, grad_sq + trace / sum(sizes))
+    assert s.b_small == pytest.approx(len(sizes) / sum(1 / b for b in sizes), rel=1e-12)
+    assert s.grad_sq == pytest.approx(grad_sq, rel=1e-9)
+    assert s.trace_sigma == pytest.approx(trace, rel=1e-12)
 
 
 def test_negative_grad_sq_average_is_missing_not_huge():

@@ -3,22 +3,123 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
+from matplotlib.colors import to_hex, to_rgb
+from PIL import Image
 
 from rlscale import tags
-from rlscale.goals import rolling_mean
+from rlscale.goals import GOAL_WINDOW, rolling_mean
+from rlscale.reports import plot as plot_module
 from rlscale.reports.events import CACHE_FILE, break_gaps, read_scalars
 from rlscale.reports.plot import batch_lines
 from rlscale.reports.plot import main as plot_main
 from rlscale.train import main as train_main
 from rlscale.training.logger import RunLogger
+from tests.test_train import scalars
 
 
-def test_plot_of_a_short_run(tmp_path):
+def figure_contents(fig) -> list[dict]:
+    """Each panel's labels and lines, read off a matplotlib figure before it is saved."""
+    panels = []
+    for ax in fig.axes:
+        lines = {}
+        for line in ax.get_lines():
+            lines[line.get_label()] = (np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float),
+                                       to_hex(line.get_color()))
+        panels.append({"ylabel": ax.get_ylabel(), "xlabel": ax.get_xlabel(), "yscale": ax.get_yscale(),
+                       "box": ax.get_position().extents, "lines": lines})
+    return panels
+
+
+def points(line) -> tuple[np.ndarray, np.ndarray]:
+    """A plotted line's points, its NaN breaks left out."""
+    x, y, _ = line
+    keep = ~np.isnan(y)
+    return x[keep], y[keep]
+
+
+@pytest.mark.timeout(120)
+def test_plot_of_a_short_run(tmp_path, monkeypatch):
+    """Each of the four panels draws the run's own series, as its TensorBoard events hold them, into the PNG."""
     run_dir = tmp_path / "run"
     assert train_main(["cartpole", "--serial", "--total-frames", "3000", "--run-dir", str(run_dir)]) == 0
+    saved = []
+    real_save = plot_module.save_figure
+
+    def capture(fig, out, *args, **kwargs):
+        saved.append(figure_contents(fig))
+        real_save(fig, out, *args, **kwargs)
+
+    monkeypatch.setattr(plot_module, "save_figure", capture)
     assert plot_main([str(run_dir)]) == 0
-    png = run_dir / "run.png"
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    assert len(saved) == 1
+    returns_panel, noise_panel, envs_panel, lr_panel = saved[0]
+
+    # The truth: TensorBoard's own reader on the event files (not rlscale's reader or its cache).
+    events = scalars(run_dir)
+
+    def series(tag):
+        found = events.Scalars(tag)
+        return np.array([e.step for e in found], float), np.array([e.value for e in found], float)
+
+    steps, returns = series(tags.EPISODE_RETURN)
+    assert returns.size > GOAL_WINDOW  # enough episodes that the mean is a rolling one
+    assert returns_panel["ylabel"] == "episode return"
+    assert set(returns_panel["lines"]) == {"episode", f"mean of last {GOAL_WINDOW}"}
+    x, y, _ = returns_panel["lines"]["episode"]
+    np.testing.assert_array_equal(x, steps)
+    np.testing.assert_allclose(y, returns, rtol=1e-6)
+    x, y, _ = returns_panel["lines"][f"mean of last {GOAL_WINDOW}"]
+    by_hand = [returns[max(0, i + 1 - GOAL_WINDOW):i + 1].mean() for i in range(returns.size)]
+    np.testing.assert_array_equal(x, steps)
+    np.testing.assert_allclose(y, by_hand, rtol=1e-6)
+
+    # Noise scales on a log axis, each with a NaN break wherever an update was logged without it (none
+    # in this run: |G|^2's averages turn positive at 440-520 steps and stay so) and nowhere else.
+    update_steps = series(tags.N_ENVS)[0]
+    assert noise_panel["ylabel"] == "observations" and noise_panel["yscale"] == "log"
+    expected = {f"B_simple {part}": tags.noise("b_simple", part) for part in tags.PARTS}
+    assert set(noise_panel["lines"]) == {*expected, "optimizer batch (observations)"}
+    for label, tag in expected.items():
+        noise_steps, noise_values = series(tag)
+        x, y = points(noise_panel["lines"][label])
+        np.testing.assert_array_equal(x, noise_steps, err_msg=label)
+        np.testing.assert_allclose(y, noise_values, rtol=1e-6, err_msg=label)
+        skipped = sum(((update_steps > a) & (update_steps < b)).any()
+                      for a, b in zip(noise_steps[:-1], noise_steps[1:], strict=True))
+        assert np.isnan(noise_panel["lines"][label][1]).sum() == skipped, label
+    x, y, _ = noise_panel["lines"]["optimizer batch (observations)"]
+    np.testing.assert_array_equal(x, series(tags.OPTIMIZER_BATCH)[0])
+    np.testing.assert_array_equal(y, series(tags.OPTIMIZER_BATCH)[1])
+    assert set(y) == {40.0}  # 8 envs x 5 steps
+
+    assert envs_panel["ylabel"] == "environments" and len(envs_panel["lines"]) == 1
+    (x, y, _), = envs_panel["lines"].values()
+    np.testing.assert_array_equal(x, update_steps)
+    np.testing.assert_array_equal(y, series(tags.N_ENVS)[1])
+    assert lr_panel["ylabel"] == "learning rate" and len(lr_panel["lines"]) == 1
+    (x, y, lr_color), = lr_panel["lines"].values()
+    np.testing.assert_array_equal(x, series(tags.LR)[0])
+    np.testing.assert_allclose(y, series(tags.LR)[1], rtol=1e-6)
+    assert lr_panel["xlabel"] == "agent steps"
+
+    # The PNG: 9 x 11 inches at 110 dpi, and each panel's own line colour drawn inside that panel
+    # (a line across a panel is >1,000 such pixels; a legend's sample of it ~50).
+    with Image.open(run_dir / "run.png") as png:
+        assert png.format == "PNG" and png.size == (990, 1210)
+        pixels = np.asarray(png.convert("RGB")).astype(int)
+
+    def drawn(panel, color) -> int:
+        left, bottom, right, top = panel["box"]
+        h, w = pixels.shape[:2]
+        inside = pixels[round((1 - top) * h) + 3:round((1 - bottom) * h) - 3, round(left * w) + 3:round(right * w) - 3]
+        return int((np.abs(inside - np.array(to_rgb(color)) * 255).max(axis=2) < 40).sum())
+
+    assert drawn(returns_panel, returns_panel["lines"][f"mean of last {GOAL_WINDOW}"][2]) > 300
+    for label in expected:
+        assert drawn(noise_panel, noise_panel["lines"][label][2]) > 300, label
+    assert drawn(envs_panel, "black") > 300
+    assert drawn(lr_panel, lr_color) > 300 and drawn(envs_panel, lr_color) == 0
 
 
 def test_plot_bad_input(tmp_path, capsys):

@@ -104,16 +104,29 @@ def test_ppo_learns_cartpole(tmp_path):
             "train/approx_kl", "train/clipfrac", "train/explained_variance"} <= tags
 
 
+@pytest.mark.timeout(240)
 def test_controller_resizes_a_ppo_run_on_ray(tmp_path, capsys):
+    """--batch critical on CartPole: B_simple reads ~2-10 while the optimizer batch is 8 x 32 / 4 = 64
+    observations, far below 64 / 1.5 (the hysteresis), so the controller shrinks the run, by at most
+    2x (the largest resize factor): 8 -> 4 environments, --min-envs, where it stays."""
     run_dir = tmp_path / "ppo-adaptive"
     code = main(["cartpole", "--agent", "ppo", "--n-actors", "2", "--batch", "critical", "--n-envs", "8",
                  "--vector-size", "2", "--n-steps", "32", "--min-envs", "4", "--max-envs", "64",
-                 "--cooldown", "1000", "--noise-parts-every", "1", "--total-frames", "20000",
+                 "--cooldown", "1000", "--noise-parts-every", "1", "--total-frames", "1536",
                  "--run-dir", str(run_dir)])
     assert code == 0
-    n_envs = [e.value for e in scalars(run_dir).Scalars("batch/n_envs")]
-    assert len(set(n_envs)) > 1
-    assert "resize 8 -> " in capsys.readouterr().out
+    events = scalars(run_dir)
+    # Each update logs the environments it leaves for the next one and the optimizer batch it trained on.
+    n_envs = [e.value for e in events.Scalars("batch/n_envs")]
+    assert n_envs[0] == 8.0 and 4.0 in n_envs, n_envs
+    shrink = n_envs.index(4.0)  # the update that decided the shrink
+    assert shrink > 0 and set(n_envs[:shrink]) == {8.0} and set(n_envs[shrink:]) == {4.0}
+    optimizer_batch = [e.value for e in events.Scalars("batch/optimizer_batch")]
+    assert optimizer_batch == [64.0] * (shrink + 1) + [32.0] * (len(n_envs) - shrink - 1)
+    # What the controller shrank for: the target it logged at that update.
+    targets = {e.step: e.value for e in events.Scalars("batch/target")}
+    assert 0 < targets[events.Scalars("batch/n_envs")[shrink].step] < 64 / 1.5
+    assert "resize 8 -> 4 envs (shrink: target batch" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("bad", [["--n-minibatches", "0"], ["--gae-lambda", "2"]])

@@ -190,9 +190,48 @@ def test_atari_batch_layout_serial():
         batch = pool.collect(weights)
         check_layout(batch, 5, 8, (4, 84, 84))
         assert batch.obs.dtype == np.uint8
-        assert set(np.unique(batch.rewards)) <= {-1.0, 0.0, 1.0}  # clipped for the learner
     finally:
         pool.close()
+
+
+@pytest.mark.timeout(120)
+def test_atari_rewards_are_clipped_for_the_learner_and_returns_are_not():
+    """Ms. Pac-Man pays 10 a pellet: with clipping the learner sees 1, the episode return keeps the 10s.
+
+    The same seed and weights with and without --reward-clip play the same game; each episode is cut
+    at 400 frames (100 agent steps), so both report one episode per environment within 5 batches.
+    """
+    def play(clip: bool):
+        cfg = build_config("ALE/MsPacman-v5", "a2c", {"n_envs": 4, "vector_size": 4, "noise_groups": 2,
+                                                      "n_steps": 25, "warmup_max_steps": 0,
+                                                      "max_episode_frames": 400, "reward_clip": clip})
+        spec, weights = weights_for(cfg)
+        pool = SerialPool(cfg, spec)
+        try:
+            batches = [pool.collect(weights) for _ in range(5)]
+        finally:
+            pool.close()
+        assert all(b.env_ids.tolist() == batches[0].env_ids.tolist() for b in batches)
+        rewards = np.concatenate([b.rewards for b in batches])  # [125 steps, 4 envs]
+        done = np.concatenate([b.terminated | b.truncated for b in batches])
+        episodes = [(e.env_id, e.episode_return, e.length) for b in batches for e in b.episodes]
+        return batches[0].env_ids.tolist(), rewards, done, episodes
+
+    env_ids, clipped, clipped_done, clipped_episodes = play(True)
+    same_ids, raw, raw_done, raw_episodes = play(False)
+    assert same_ids == env_ids
+    np.testing.assert_array_equal(clipped_done, raw_done)  # the same game
+    assert raw.max() >= 10  # pellets were eaten: raw rewards above 1, so clipping has work to do
+    np.testing.assert_array_equal(clipped, np.sign(raw))  # the learner's reward: clipped to its sign
+    # Episode returns are the raw score whatever the learner saw: the sum of the unclipped
+    # rewards of the steps the episode took, in both runs.
+    assert clipped_episodes == raw_episodes
+    assert sorted(e for e, _, _ in raw_episodes) == sorted(env_ids)  # one episode per environment
+    for env_id, episode_return, length in raw_episodes:
+        col = env_ids.index(env_id)
+        end = int(np.flatnonzero(raw_done[:, col])[0])
+        assert length == end + 1 == 100
+        assert episode_return == raw[: end + 1, col].sum() > clipped[: end + 1, col].sum() > 0
 
 
 def test_warmup_gives_each_env_its_own_random_start():

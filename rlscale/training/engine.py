@@ -30,7 +30,7 @@ from rlscale.envs.vector import EnvSpec, probe_spec, sample_observations
 from rlscale.models.nets import build_network
 from rlscale.models.precision import PrecisionChoice, choose_precision, has_convolutions
 from rlscale.rollout.worker import Batch, Pool, ResizeReport, SerialPool
-from rlscale.training.threads import ThreadGovernor
+from rlscale.training.threads import ThreadGovernor, default_learner_threads
 
 if TYPE_CHECKING:
     from rlscale.distributed.ray_learners import LearnerGroup
@@ -115,23 +115,27 @@ class NativeEngine:
     def __init__(self, cfg: Config, n_envs: int, state: dict[str, Any] | None = None,
                  start_from: dict[str, Any] | None = None) -> None:
         cores = os.cpu_count() or 1
-        torch.set_num_threads(cfg.run.learner_threads or cores)
         torch.manual_seed(cfg.run.seed)
         np.random.seed(cfg.run.seed)
         spec = probe_spec(cfg.env)
         model = build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden)
         device = resolve_device(cfg.run.learner_device)
         model = model.to(device)
-        # --learner-threads 0: every core, fewer while another process holds one (a
-        # convolutional network's passes on a CPU; an MLP's are too short to matter).
-        adapt = (cfg.run.learner_threads == 0 and cfg.run.learners == 1 and cores > 1
-                 and device.type == "cpu" and has_convolutions(model))
-        self.threads = ThreadGovernor(cores) if adapt else None
         self.precision: PrecisionChoice | None = None
-        # Observations of one learner pass for the start-up probes (precision, compiling): sampled
-        # once, where a probe runs (a pass of Pong's 256 rows takes ~0.1 s to sample).
+        # Observations of one learner pass for the start-up probes (threads, precision, compiling):
+        # sampled once, where a probe runs (a pass of Pong's 256 rows takes ~0.1 s to sample).
         rows = _pass_rows(cfg, n_envs, model, device)
         pass_obs = functools.cache(lambda: torch.from_numpy(sample_observations(spec, rows)).to(device))
+        # --learner-threads 0 on a CPU: one thread for a small learner, else every core, fewer while
+        # another process holds one (rlscale/training/threads.py).
+        self.threads_why = "set"
+        threads = cfg.run.learner_threads
+        if not threads:
+            threads, self.threads_why = (default_learner_threads(model, pass_obs(), cores)
+                                         if device.type == "cpu" and cfg.run.learners == 1 else (cores, "all cores"))
+        torch.set_num_threads(threads)
+        adapt = (cfg.run.learner_threads == 0 and cfg.run.learners == 1 and threads > 1 and device.type == "cpu")
+        self.threads = ThreadGovernor(cores) if adapt else None
         if cfg.run.learner_precision == "auto":
             self.precision = choose_precision(model, pass_obs(), channels_last=cfg.run.channels_last)
             cfg = replace(cfg, run=replace(cfg.run, learner_precision=self.precision.precision))
@@ -161,6 +165,9 @@ class NativeEngine:
     def describe(self) -> str:
         precision = self.precision.describe() if self.precision else self.cfg.run.learner_precision
         learner = self.learner.describe() if self.cfg.run.learners > 1 else f"learner on {self.learner.device}"
+        if self.cfg.run.learners == 1 and self.learner.device.type == "cpu":
+            threads = torch.get_num_threads()
+            learner += f" ({threads} thread{'s' if threads > 1 else ''}: {self.threads_why})"
         compiled = f", {self.compile_note}" if self.compile_note else ""
         return f"{self.pool.describe()}, actors {self.pool.describe_inference()} | {learner}, {precision}{compiled}"
 

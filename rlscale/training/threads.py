@@ -38,9 +38,15 @@ so a run whose threads changed is not bitwise the run it would have been:
 
 from __future__ import annotations
 
+import math
 import statistics
+import time
 from collections import deque
 from dataclasses import dataclass, field
+
+import torch
+
+from rlscale.models.precision import has_convolutions
 
 
 @dataclass
@@ -128,3 +134,56 @@ class ThreadGovernor:
         if tried > before:
             self._failed_from = before_reading
         return before, f"back to {before}: {tried} ran at {speedup:.2f}x its speed"
+
+
+# A learner pass shorter than this on one thread is too small for a team of threads: its members
+# wait for one another (and for the slowest, beside a busy process) longer than they share work.
+TEAM_PASS_SECONDS = 0.02
+PROBE_ROWS = 32
+
+
+def one_thread_pass_seconds(model: torch.nn.Module, obs: torch.Tensor, limit: float = TEAM_PASS_SECONDS) -> float:
+    """The CPU seconds of one forward and backward pass over ``obs`` on one thread (the smaller of two
+    after a warm-up; the first that already exceeds ``limit`` is returned at once). The calling
+    thread's CPU time, not the wall clock: the work, which a busy process beside it does not change
+    (the wall clock read 2.7x more for MinAtar's pass beside two busy processes on two cores)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        best = math.inf
+        for attempt in range(3):
+            start = time.thread_time()
+            logits, value = model(obs)
+            (logits.float().mean() + value.float().mean()).backward()
+            seconds = time.thread_time() - start
+            model.zero_grad(set_to_none=True)
+            if attempt > 0:
+                best = min(best, seconds)
+                if best > limit:
+                    break
+        return best
+    finally:
+        torch.set_num_threads(threads)
+
+
+def default_learner_threads(model: torch.nn.Module, obs: torch.Tensor, cores: int) -> tuple[int, str]:
+    """--learner-threads 0's start, and why: every core (which the governor then adapts to the free
+    ones) for a learner whose pass takes at least TEAM_PASS_SECONDS on one thread, else one.
+
+    A small network's passes are a few small products: a team of threads gains nothing on them and
+    waits for its slowest member, so beside one busy process a two-thread CartPole learner ran 3.4x
+    slower than quiet and MinAtar Breakout's 3.1x, while one thread ran as fast as quiet
+    (benchmarks/bench_small_learners.py; docs/performance.md). An MLP is never timed (its passes
+    are far shorter); the reading is one thread's, so a start beside a busy process makes the quiet
+    start's choice."""
+    if cores == 1:
+        return 1, "one core"
+    if not has_convolutions(model):
+        return 1, "an MLP's passes gain nothing from a team"
+    # Timed on at most PROBE_ROWS rows and scaled to the pass (a pass's time grows with its rows): a
+    # Nature CNN's full 256-row pass takes ~0.5 s on one thread, and the start-up need not wait for it.
+    probe = obs[:PROBE_ROWS]
+    seconds = one_thread_pass_seconds(model, probe, TEAM_PASS_SECONDS * len(probe) / len(obs)) * len(obs) / len(probe)
+    if seconds < TEAM_PASS_SECONDS:
+        return 1, f"a pass takes {1e3 * seconds:.1f} ms on one thread: too short for a team"
+    return cores, "adapted to the free cores"

@@ -1,0 +1,71 @@
+"""Small learners quiet and beside one busy process: the training time of short runs, side by side.
+
+    python benchmarks/bench_small_learners.py [--frames 20000] [--rounds 2]
+
+For CartPole (an MLP) and MinAtar Breakout (a small CNN), serial: each row trains the preset for
+``--frames`` with the learner's threads as rlscale chooses them (``--learner-threads 0``) and with
+two forced, once on a quiet machine and once beside one busy process (a one-core Python loop), in
+turns. It prints each run's training time (the run's own ``wall_seconds``), the busy/quiet ratio of
+each setting, and the threads each run started with. Compare only rows of one invocation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+def busy_loop() -> None:  # a core taken, as another user's process would take it
+    while True:
+        pass
+
+
+def train_seconds(preset: str, threads: int, frames: int, run_dir: Path) -> tuple[float, str]:
+    out = subprocess.run([sys.executable, "-m", "rlscale.train", preset, "--serial", "--total-frames", str(frames),
+                          "--learner-threads", str(threads), "--log-interval", "600", "--run-dir", str(run_dir)],
+                         capture_output=True, text=True, check=True)
+    header = next(line for line in out.stdout.splitlines() if " | " in line)
+    learner = next(part for part in header.split(" | ") if part.startswith("learner on"))
+    return json.loads((run_dir / "summary.json").read_text())["wall_seconds"], learner.split(",")[0]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--frames", type=int, default=20_000)
+    p.add_argument("--rounds", type=int, default=2)
+    args = p.parse_args()
+    rows: dict[tuple[str, str, str], list[float]] = {}
+    learners: dict[tuple[str, str], str] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for round_ in range(args.rounds):
+            for load in ("quiet", "busy"):
+                hog = multiprocessing.Process(target=busy_loop, daemon=True) if load == "busy" else None
+                if hog:
+                    hog.start()
+                try:
+                    for preset in ("cartpole", "minatar-breakout"):
+                        for threads, name in ((0, "rlscale's choice"), (2, "2 threads")):
+                            run_dir = Path(tmp) / f"{preset}-{threads}-{load}-{round_}"
+                            seconds, learner = train_seconds(preset, threads, args.frames, run_dir)
+                            rows.setdefault((preset, name, load), []).append(seconds)
+                            learners[(preset, name)] = learner
+                            print(f"  {preset:<17} {name:<16} {load:<5} {seconds:6.1f} s  ({learner})", flush=True)
+                finally:
+                    if hog:
+                        hog.terminate()
+    print(f"\n{'preset':<17} {'threads':<16} {'quiet s':>8} {'busy s':>8} {'busy/quiet':>10}  started with")
+    for preset in ("cartpole", "minatar-breakout"):
+        for name in ("rlscale's choice", "2 threads"):
+            quiet = statistics.median(rows[(preset, name, "quiet")])
+            busy = statistics.median(rows[(preset, name, "busy")])
+            print(f"{preset:<17} {name:<16} {quiet:8.1f} {busy:8.1f} {busy / quiet:10.2f}  {learners[(preset, name)]}")
+
+
+if __name__ == "__main__":
+    main()
