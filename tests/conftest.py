@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RAY_FREE_MODULES = frozenset({
     "test_cli", "test_config", "test_control", "test_cost", "test_docs", "test_evaluate",
     "test_learner", "test_metrics", "test_noise", "test_optim", "test_pareto_fit", "test_plan",
-    "test_plot", "test_study", "test_threads", "test_branch", "test_api", "test_critical", "test_tensorboard_docs",
+    "test_plot", "test_study", "test_threads", "test_branch", "test_api", "test_critical",
+    "test_tensorboard_docs", "test_measure",
 })
 
 

@@ -1,10 +1,10 @@
-"""--batch measured: the critical batch measured by branching the run, on real runs."""
+"""--batch measured: the critical batch measured by branching the run, on real serial runs (no Ray;
+the run on Ray actors: tests/test_measure_ray.py)."""
 
 from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from rlscale import tags
@@ -12,33 +12,11 @@ from rlscale.reports.events import read_scalars
 from rlscale.training import checkpoint, measure
 from tests.conftest import run_in_process
 
-pytestmark = pytest.mark.usefixtures("ray_instance")
 SMALL = ["--n-envs", "8", "--branch-window", "4", "--log-interval", "600"]
 
 
 def _summary(run_dir) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
-
-
-@pytest.mark.timeout(300)
-def test_a_ray_run_measures_twice_logs_the_reading_and_its_cost_and_resizes(tmp_path):
-    run_dir = tmp_path / "run"
-    result = run_in_process(["rlscale.train", "cartpole", "--batch", "measured", "--total-frames", "8000",
-                             *SMALL, "--run-dir", str(run_dir)])
-    assert result.returncode == 0, result.stderr
-    assert "2 Ray actors" in result.stdout or "Ray actor" in result.stdout  # the pool is Ray's, not serial
-    lines = [line for line in result.stdout.splitlines() if line.startswith("measured at")]
-    assert len(lines) >= 2, result.stdout
-    scalars = read_scalars(run_dir)
-    steps, counts = scalars[tags.MEASUREMENTS]
-    assert list(counts) == list(range(1, len(lines) + 1))
-    assert np.all(scalars[tags.MEASURE_SECONDS][1] > 0) and np.all(np.diff(scalars[tags.MEASURE_EXAMPLES][1]) > 0)
-    assert tags.MEASURED_BATCH in scalars and np.all(scalars[tags.MEASURED_BATCH][1] > 0)
-    for multiplier in (0.5, 1, 2, 4):
-        assert tags.BRANCH_PROGRESS.format(multiplier=multiplier) in scalars
-    assert len(set(scalars[tags.N_ENVS][1])) > 1, "the run never left its first batch"
-    summary = _summary(run_dir)
-    assert summary["measurements"] == len(lines) and summary["branch_optimizer_steps"] > 0
 
 
 def test_every_branchs_examples_and_steps_are_counted_once(tmp_path):
