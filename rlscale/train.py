@@ -150,16 +150,16 @@ def print_help(argv: list[str]) -> None:
     named.add_argument("env", nargs="?")
     named.add_argument("--agent")
     known, _ = named.parse_known_args(argv)
-    values, label = Config(), "default"
+    values, preset = Config(), None
     if known.env:
         try:
-            values, label = build_config(known.env, known.agent, {}), f"{Path(known.env).stem}'s"
+            values, preset = build_config(known.env, known.agent, {}), Path(known.env).stem
         except UserError:  # an unknown preset or a bad file: the help shows the defaults
             pass
     if HELP_ALL in argv:
-        parser(values, f"{label.removesuffix(chr(39) + 's')}:" if label != "default" else "default").print_help()
+        parser(values, f"{preset}:" if preset else "default").print_help()
     else:
-        print(short_help(values, label))
+        print(short_help(values, f"{preset}'s" if preset else "default"))
 
 
 def config_from_args(args: Any, overrides: dict[str, Any]) -> Config:

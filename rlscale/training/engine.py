@@ -229,10 +229,12 @@ class NativeEngine:
         self.learner.load_state_dict(copy.deepcopy(snapshot["learner"]))
         torch.set_rng_state(snapshot["torch_rng"])
 
-    def resize_now(self, n_envs: int) -> None:
-        """Run ``n_envs`` environments from the next update on, built before this returns."""
-        if n_envs != self.pool.n_envs:
-            self.pool.resize(n_envs, background=False)
+    def resize_now(self, n_envs: int) -> int:
+        """Run ``n_envs`` environments from the next update on, built before this returns; the random
+        warm-up steps of the environments it started."""
+        if n_envs == self.pool.n_envs:
+            return 0
+        return self.pool.resize(n_envs, background=False).warmup_steps
 
     def heldout_batch(self, rollouts: int = 1) -> Batch:
         """``rollouts`` batches collected with the current weights, side by side as one (each rollout's

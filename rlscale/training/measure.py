@@ -64,6 +64,7 @@ class BranchRun:
     examples: int = 0
     optimizer_steps: int = 0
     seconds: float = 0.0
+    warmup_steps: int = 0  # random start-up steps of the environments its resize started
     progress: np.ndarray | None = None  # held-out loss fall, (environments, parts: policy, value)
     episodes: list[tuple[float, int]] | None = None
     end: dict[str, Any] | None = None  # the engine's snapshot at the window's end
@@ -95,7 +96,7 @@ def run_branch(run: Run, branch: BranchRun, heldout: Any, before: np.ndarray, wi
     """Train one branch for ``window_steps`` agent steps' worth of updates (at least one)."""
     engine, cfg = run.engine, run.cfg
     start = time.perf_counter()
-    engine.resize_now(branch.n_envs)
+    branch.warmup_steps = engine.resize_now(branch.n_envs)
     updates = max(1, round(window_steps / (branch.n_envs * cfg.agent.n_steps)))
     steps_before = engine.optimizer_steps
     anneal = run.lr_now() / run.state.base_lr if run.state.base_lr > 0 else 1.0  # the run's annealing, as is
@@ -153,7 +154,7 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
     reading, (low, high) = readings[cfg.control.progress]
     chosen = choose(branches, reading.critical_batch)
     engine.restore(chosen.end)
-    engine.resize_now(chosen.n_envs)
+    s.warmup_steps += sum(b.warmup_steps for b in branches) + engine.resize_now(chosen.n_envs)
     # Counted once: every branch's steps and examples, the held-out batch's steps (collected, not
     # trained on); the continued branch's optimizer steps are the engine's from here on.
     s.agent_steps += heldout.size + sum(b.agent_steps for b in branches)
