@@ -102,3 +102,25 @@ def test_bad_measurement_settings_are_one_line_and_exit_2(flags, message, tmp_pa
                              "--run-dir", str(tmp_path / "r")])
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert result.stderr.startswith(f"error: {message}") and not (tmp_path / "r").exists()
+
+
+def test_a_measurement_with_one_branch_left_holds_the_batch_and_counts_what_it_spent(tmp_path, monkeypatch):
+    real = measure.run_branch
+
+    def only_the_1x_branch_runs(run, branch, *a, **k):
+        if branch.multiplier != 1:
+            raise RuntimeError("actor lost")
+        return real(run, branch, *a, **k)
+
+    monkeypatch.setattr(measure, "run_branch", only_the_1x_branch_runs)
+    run_dir = tmp_path / "run"
+    result = run_in_process(["rlscale.train", "cartpole", "--serial", "--batch", "measured", "--remeasure", "1e9",
+                             "--heldout-rollouts", "2", "--total-frames", "1000", *SMALL, "--run-dir", str(run_dir)])
+    assert result.returncode == 0, result.stderr
+    assert "measurement: 1 of 4 branches finished, too few to read" in result.stdout
+    summary = _summary(run_dir)
+    # The trunk went on at 8 envs; the held-out rows and the 1x branch's window count, its 4 updates
+    # as optimizer steps not continued, and the measurement's time as overhead.
+    assert summary["n_envs"] == 8 and summary["measurements"] == 0
+    assert summary["branch_optimizer_steps"] == 4 and summary["measure_seconds"] > 0
+    assert summary["agent_steps"] >= 2 * 40 + 160

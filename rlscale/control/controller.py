@@ -98,8 +98,7 @@ class BatchController:
         """Called once per update, after it trained on ``observations``."""
         self.observations_since_resize += observations
         self.agent_steps += observations
-        if self.reference is None:
-            self.reference = (n_envs * self.observations_per_env, lr)
+        self.anchor(n_envs, lr)
         if self.cfg.batch == "fixed":
             return Decision(n_envs, lr, None, "fixed batch")
         if self.cfg.batch == "measured":  # the measurement chooses the batch (training/measure.py)
@@ -206,6 +205,12 @@ class BatchController:
         self.observations_since_resize = 0.0
         direction = "grow" if new_envs > n_envs else "shrink"
         return Decision(new_envs, lr, target, f"{direction}: {why} vs {current:,.0f} observations")
+
+    def anchor(self, n_envs: int, lr: float) -> None:
+        """The learning-rate rule's anchor, once: the first environments and rate the controller sees
+        (an update's, or a measurement's before the first update)."""
+        if self.reference is None:
+            self.reference = (n_envs * self.observations_per_env, lr)
 
     def lr_for(self, new_batch: float, noise_scale: float | None, lr: float) -> float:
         """The learning rate at optimizer batch ``new_batch`` by the run's rule (``lr`` where none)."""

@@ -81,8 +81,7 @@ def branch_envs(run: Run, multiplier: float) -> int:
 def plan_branches(run: Run) -> list[BranchRun]:
     """The branches of this measurement: distinct env counts, ascending (bounds can merge two)."""
     per_env = run.cfg.observations_per_env
-    if run.controller.reference is None:  # measuring before the first update: the rule's anchor is now
-        run.controller.reference = (run.state.n_envs * per_env, run.state.base_lr)
+    run.controller.anchor(run.state.n_envs, run.state.base_lr)  # measuring before the first update
     branches: dict[int, BranchRun] = {}
     for m in sorted(run.cfg.control.branches):
         n = branch_envs(run, m)
@@ -141,10 +140,7 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
         raise
     if len(done) < 2:  # nothing to compare: the trunk goes on at its batch until the next measurement
         engine.restore(trunk)
-        engine.resize_now(trunk_envs)
-        s.agent_steps += heldout.size + sum(b.agent_steps for b in done)
-        s.examples += sum(b.examples for b in done)
-        s.branch_optimizer_steps += sum(b.optimizer_steps for b in done)
+        count(run, heldout.size, done, None, engine.resize_now(trunk_envs), time.perf_counter() - start)
         run.controller.measured(s.agent_steps, run.signal)
         print(f"measurement: {len(done)} of {len(branches)} branches finished, too few to read; holding "
               "the batch until the next measurement", flush=True)
@@ -154,19 +150,11 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
     reading, (low, high) = readings[cfg.control.progress]
     chosen = choose(branches, reading.critical_batch)
     engine.restore(chosen.end)
-    s.warmup_steps += sum(b.warmup_steps for b in branches) + engine.resize_now(chosen.n_envs)
-    # Counted once: every branch's steps and examples, the held-out batch's steps (collected, not
-    # trained on); the continued branch's optimizer steps are the engine's from here on.
-    s.agent_steps += heldout.size + sum(b.agent_steps for b in branches)
-    s.examples += sum(b.examples for b in branches)
-    s.branch_optimizer_steps += sum(b.optimizer_steps for b in branches if b is not chosen)
+    warmup = engine.resize_now(chosen.n_envs)
     s.n_envs, s.base_lr = chosen.n_envs, chosen.lr
     s.measurements += 1
     elapsed = time.perf_counter() - start
-    overhead = elapsed - chosen.seconds
-    s.wall_seconds += elapsed
-    s.measure_seconds += overhead
-    s.measure_examples += sum(b.examples for b in branches if b is not chosen)
+    overhead = count(run, heldout.size, branches, chosen, warmup, elapsed)
     run.controller.measured(s.agent_steps, run.signal, reading.critical_batch)
     run.settled = False  # the pool was resized: the next update's time is not a steady one
     interval = f"90 % {low:,.0f}-{high:,.0f}" if math.isfinite(low) else "interval undefined"
@@ -189,6 +177,25 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
             1e3 * float(progress_of(b, cfg.control.progress).sum()) / b.examples)
     run.logger.scalars(metrics, s.agent_steps)
     return chosen.episodes or []
+
+
+def count(run: Run, heldout_steps: int, branches: list[BranchRun], chosen: BranchRun | None, warmup: int,
+          elapsed: float) -> float:
+    """A measurement's cost in the run's totals, counted once; its overhead in seconds (all of it but
+    the continued branch's window). Every branch's agent steps and examples, and the held-out rows'
+    steps (collected, not trained on); the optimizer steps of the branches not continued (the
+    continued one's are the engine's from here on)."""
+    s = run.state
+    dropped = [b for b in branches if b is not chosen]
+    s.agent_steps += heldout_steps + sum(b.agent_steps for b in branches)
+    s.examples += sum(b.examples for b in branches)
+    s.warmup_steps += warmup + sum(b.warmup_steps for b in branches)
+    s.branch_optimizer_steps += sum(b.optimizer_steps for b in dropped)
+    overhead = elapsed - (chosen.seconds if chosen is not None else 0.0)
+    s.wall_seconds += elapsed
+    s.measure_seconds += overhead
+    s.measure_examples += sum(b.examples for b in dropped)
+    return overhead
 
 
 # What a branch's progress is read as: the fall of the held-out loss's parts (config --progress).

@@ -171,9 +171,9 @@ def default_learner_threads(model: torch.nn.Module, obs: torch.Tensor, cores: in
     ones) for a learner whose pass takes at least TEAM_PASS_SECONDS on one thread, else one.
 
     A small network's passes are a few small products: a team of threads gains nothing on them and
-    waits for its slowest member, so beside one busy process a two-thread CartPole learner ran 3.4x
-    slower than quiet and MinAtar Breakout's 3.1x, while one thread ran as fast as quiet
-    (benchmarks/bench_small_learners.py; docs/performance.md). An MLP is never timed (its passes
+    waits for its slowest member, so beside one busy process a two-thread CartPole learner ran 4.4x
+    slower than quiet and MinAtar Breakout's 4.4x, while one thread ran as fast as quiet (0.98x and
+    0.92x the time; benchmarks/bench_small_learners.py, docs/performance.md). An MLP is never timed (its passes
     are far shorter); the reading is one thread's, so a start beside a busy process makes the quiet
     start's choice."""
     if cores == 1:
