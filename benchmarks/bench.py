@@ -20,6 +20,10 @@
    lean single-process PPO, and the A2C defaults at 16 envs against the
    lean A2C; then all four again beside one busy process (a one-core Python
    loop, started before each row so that its start-up sees the load).
+3. **Small learners** (``--small-frames``): serial CartPole (an MLP) and
+   MinAtar Breakout (a small CNN) runs with rlscale's choice of learner
+   threads, quiet and beside the busy process: training seconds and
+   busy/quiet (``bench_small_learners.py`` also runs them with two threads).
 
 Each row prints agent steps per second, the fraction of the ceiling (of the
 precision the row's learner took), the ratio to its lean peer, and busy
@@ -29,7 +33,9 @@ seconds of each update's two phases as the run logs them
 of which ``perf/acting_seconds`` the slowest actor's own stepping;
 ``perf/learner_seconds``), each against its share of the ceiling (its parts'
 CPU time per update spread over every core, alone and side by side): a phase
-at 1.00x loses nothing.
+at 1.00x loses nothing. And the schedule each rlscale row chose: its actors,
+learner threads (at the start and after the governor), precision, and whether
+the rollout overlaps the learner.
 The CPU's kind (bf16 units or not, and oneDNN's cap when one
 is emulated with ``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``) heads
 the output. Speed targets live here, not in timed tests: machines differ.
@@ -51,6 +57,8 @@ from typing import Any
 
 import numpy as np
 import torch
+from bench_small_learners import SmallRows
+from bench_small_learners import measure as small_learner_rows
 from benchtiming import Rate, busy_cpu_seconds, timed
 from lean import lean_a2c, lean_ppo, pong_network, random_pong
 
@@ -235,10 +243,18 @@ class Split:
                 f"learner {self.learner:.3f} s = {self.learner / learner_share:.2f}x ({learner_share:.3f} s)")
 
 
+def schedule_of(engine: NativeEngine) -> str:
+    """The schedule an engine runs: its actors and learner as its header says them, the learner's threads
+    at the end (the governor may have changed them), and whether the phases overlap."""
+    threads = torch.get_num_threads()
+    return (f"{engine.describe()}; {threads} learner thread{'s' if threads > 1 else ''} at the end; "
+            f"{'rollout overlapped with the learner' if engine.cfg.run.overlap else 'rollout, then learner'}")
+
+
 def rlscale_default(algo: str, seconds: float, n_envs: int,
-                    overrides: dict | None = None) -> tuple[Rate, str, Split]:
+                    overrides: dict | None = None) -> tuple[Rate, str, Split, str]:
     """The default run's engine (``train pong`` / ``train pong --agent a2c``, with ``overrides``), updates back
-    to back: its rate, the learner's precision and where its updates' time went."""
+    to back: its rate, the learner's precision, where its updates' time went and the schedule it chose."""
     cfg = build_config("pong", algo, {"n_envs": n_envs, "warmup_max_steps": 0, **(overrides or {})})
     engine = NativeEngine(cfg, n_envs)
     phases: list[tuple[int, float, float, float]] = []
@@ -254,7 +270,7 @@ def rlscale_default(algo: str, seconds: float, n_envs: int,
         rate = timed(update, seconds, warmup=warmup)
         steps, rollout, acting, learner = np.median(np.array(phases[warmup:]), axis=0)
         return rate, engine.cfg.run.learner_precision, Split(int(steps), float(rollout), float(acting),
-                                                             float(learner))
+                                                             float(learner)), schedule_of(engine)
     finally:
         engine.close()
 
@@ -266,6 +282,7 @@ class Row:
     precision: str  # the learner's: the ceiling it is held to
     peer: str  # the lean row it is compared with ("" for a lean row)
     split: Split | None  # where an rlscale row's updates went (None for a lean row)
+    schedule: str = ""  # what an rlscale row chose: actors, learner threads, precision, overlap
 
 
 def main() -> None:
@@ -273,6 +290,8 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=60.0, help="wall time of each row (default: 60)")
     p.add_argument("--part-seconds", type=float, default=10.0, help="time of each part of the ceiling")
     p.add_argument("--no-busy", action="store_true", help="leave out the rows beside a busy process")
+    p.add_argument("--small-frames", type=int, default=20_000,
+                   help="frames of each small-learner run (CartPole, MinAtar Breakout; 0 leaves them out)")
     args = p.parse_args()
     print(f"CPU: {cpu_kind()}", flush=True)
     before = busy_cpu_seconds()
@@ -298,16 +317,22 @@ def main() -> None:
 
     rows: dict[tuple[str, bool], Row] = {}
     for busy in (False, True) if not args.no_busy else (False,):
-        for key, run in (("lean PPO", lambda: (lean_ppo(args.seconds), "fp32", None)),
+        for key, run in (("lean PPO", lambda: (lean_ppo(args.seconds), "fp32", None, "")),
                          ("rlscale PPO", lambda: rlscale_default("ppo", args.seconds, 8)),
-                         ("lean A2C", lambda: (lean_a2c(16, args.seconds), "fp32", None)),
+                         ("lean A2C", lambda: (lean_a2c(16, args.seconds), "fp32", None, "")),
                          ("rlscale A2C", lambda: rlscale_default("a2c", args.seconds, 16))):
             with busy_process() if busy else contextlib.nullcontext():
-                rate, precision, split = run()
+                rate, precision, split, schedule = run()
             peer = "" if key.startswith("lean") else key.replace("rlscale", "lean")
-            rows[key, busy] = Row(key, rate, precision, peer, split)
+            rows[key, busy] = Row(key, rate, precision, peer, split, schedule)
             print(f"  {key:12s} {'busy' if busy else 'quiet'}: {rate.steps_per_s:7,.0f} agent steps/s "
                   f"(learner {precision})", flush=True)
+
+    small = None
+    if args.small_frames and not args.no_busy:
+        print(f"small learners: serial runs of {args.small_frames:,} frames with rlscale's choice of threads, "
+              "quiet and beside a busy process...", flush=True)
+        small = small_learner_rows(args.small_frames, rounds=1, settings=((0, "rlscale's choice"),))
 
     print(f"\nPong, {args.seconds:g} s per row; CPU: {cpu_kind()}")
     print(f"{'':12s} {'quiet /s':>9s} {'x ceiling':>9s} {'x side by side':>14s} {'x lean':>7s} {'busy /s':>8s} "
@@ -330,6 +355,12 @@ def main() -> None:
             if busy.precision != quiet.precision:
                 line += f"  (busy start-up took {busy.precision}, quiet {quiet.precision})"
         print(line)
+    print("\nthe schedule each rlscale row chose (its header, the learner's threads at the end, overlap):")
+    for (key, busy), row in rows.items():
+        if row.schedule:
+            print(f"  {key} {'busy' if busy else 'quiet'}: {row.schedule}")
+    if small:
+        print_small_learners(small)
     print("\nwhere rlscale's updates went (medians; each phase against the ceiling's parts spread over every core,"
           " the parts alone, then side by side):")
     for (key, busy), row in rows.items():
@@ -337,6 +368,13 @@ def main() -> None:
                               strict=True):
             if row.split is not None and row.precision in parts.learner:
                 print(f"  {key} {'busy' if busy else 'quiet'} ({how}), {row.split.against(parts, row.precision)}")
+
+
+def print_small_learners(small: SmallRows) -> None:
+    print("\nsmall learners: training seconds of serial runs (the run's wall_seconds), quiet and beside a busy "
+          "process; the threads each chose")
+    for line in small.lines():
+        print(f"  {line}")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -35,36 +36,57 @@ def train_seconds(preset: str, threads: int, frames: int, run_dir: Path) -> tupl
     return json.loads((run_dir / "summary.json").read_text())["wall_seconds"], learner.split(",")[0]
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--frames", type=int, default=20_000)
-    p.add_argument("--rounds", type=int, default=2)
-    args = p.parse_args()
-    rows: dict[tuple[str, str, str], list[float]] = {}
-    learners: dict[tuple[str, str], str] = {}
+PRESETS = ("cartpole", "minatar-breakout")
+SETTINGS = ((0, "rlscale's choice"), (2, "2 threads"))  # --learner-threads: 0 lets rlscale choose
+
+
+@dataclass
+class SmallRows:
+    """Training seconds of each (preset, setting, load), one per round, and the threads each setting started with."""
+
+    seconds: dict[tuple[str, str, str], list[float]] = field(default_factory=dict)
+    learners: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        out = [f"{'preset':<17} {'threads':<16} {'quiet s':>8} {'busy s':>8} {'busy/quiet':>10}  started with"]
+        for preset, name in self.learners:
+            quiet = statistics.median(self.seconds[(preset, name, "quiet")])
+            busy = statistics.median(self.seconds[(preset, name, "busy")])
+            out.append(f"{preset:<17} {name:<16} {quiet:8.1f} {busy:8.1f} {busy / quiet:10.2f}  "
+                       f"{self.learners[(preset, name)]}")
+        return out
+
+
+def measure(frames: int, rounds: int, settings: tuple[tuple[int, str], ...] = SETTINGS) -> SmallRows:
+    """Each preset and setting trained for ``frames``, quiet and beside a busy core, in turns, ``rounds`` times."""
+    rows = SmallRows()
     with tempfile.TemporaryDirectory() as tmp:
-        for round_ in range(args.rounds):
+        for round_ in range(rounds):
             for load in ("quiet", "busy"):
                 hog = multiprocessing.Process(target=busy_loop, daemon=True) if load == "busy" else None
                 if hog:
                     hog.start()
                 try:
-                    for preset in ("cartpole", "minatar-breakout"):
-                        for threads, name in ((0, "rlscale's choice"), (2, "2 threads")):
+                    for preset in PRESETS:
+                        for threads, name in settings:
                             run_dir = Path(tmp) / f"{preset}-{threads}-{load}-{round_}"
-                            seconds, learner = train_seconds(preset, threads, args.frames, run_dir)
-                            rows.setdefault((preset, name, load), []).append(seconds)
-                            learners[(preset, name)] = learner
+                            seconds, learner = train_seconds(preset, threads, frames, run_dir)
+                            rows.seconds.setdefault((preset, name, load), []).append(seconds)
+                            rows.learners[(preset, name)] = learner
                             print(f"  {preset:<17} {name:<16} {load:<5} {seconds:6.1f} s  ({learner})", flush=True)
                 finally:
                     if hog:
                         hog.terminate()
-    print(f"\n{'preset':<17} {'threads':<16} {'quiet s':>8} {'busy s':>8} {'busy/quiet':>10}  started with")
-    for preset in ("cartpole", "minatar-breakout"):
-        for name in ("rlscale's choice", "2 threads"):
-            quiet = statistics.median(rows[(preset, name, "quiet")])
-            busy = statistics.median(rows[(preset, name, "busy")])
-            print(f"{preset:<17} {name:<16} {quiet:8.1f} {busy:8.1f} {busy / quiet:10.2f}  {learners[(preset, name)]}")
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--frames", type=int, default=20_000)
+    p.add_argument("--rounds", type=int, default=2)
+    args = p.parse_args()
+    print()
+    print("\n".join(measure(args.frames, args.rounds).lines()))
 
 
 if __name__ == "__main__":

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,54 +16,94 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Modules that start no Ray and time nothing: math, configs, reports, and commands run serially
-# (``--serial``) or on bad input. With pytest-xdist (``-n 2`` in pyproject.toml) they run on a
-# second worker beside one queue that holds every other test, one after another in one process, as
-# a plain ``pytest`` runs them: the autoscaling test's ``ray stop --force`` stops every Ray on the
-# machine, the cluster tests connect to "the" cluster of this machine, and the precision and
-# priority tests time the machine. An allow-list, so a new module joins that queue until it is
-# added here.
+# Three kinds of test module, by what they share with the others (pytest-xdist runs whole modules on
+# its workers, ``-n 2`` in pyproject.toml; ``-n 0`` runs everything in this process):
+# * Ray-free: math, configs, reports, commands run serially (``--serial``) or on bad input; beside
+#   anything. An allow-list, so a new module is a Ray module until it is added here.
+# * machine: they need the machine's Ray to themselves or time the machine: the autoscaling test's
+#   ``ray stop --force`` stops every Ray on the machine, the cluster tests start "the" cluster of this
+#   machine, the embedded-Ray tests run beside one, the precision test times passes. Beside Ray-free
+#   modules only.
+# * Ray: each starts an embedded Ray of its own (``address="local"``: never another's); beside
+#   Ray-free and other Ray modules. Starting Ray and its actors is mostly waiting (~8 s a run here,
+#   a third of the cores idle through a Ray module run alone), which a second module fills.
+# The scheduler below keeps the kinds apart; a lock file (``machine_share``) makes sure of it.
 RAY_FREE_MODULES = frozenset({
     "test_cli", "test_config", "test_control", "test_cost", "test_docs", "test_evaluate",
     "test_learner", "test_metrics", "test_noise", "test_optim", "test_pareto_fit", "test_plan",
     "test_plot", "test_study", "test_threads", "test_branch", "test_api", "test_critical",
     "test_tensorboard_docs", "test_measure",
 })
+MACHINE_MODULES = frozenset({"test_autoscaling", "test_cluster", "test_embedded_ray", "test_precision"})
+MACHINE_LOCK = Path(tempfile.gettempdir()) / f"rlscale-tests-machine-{os.getuid()}.lock"  # per user: CI runs as another
 
 
-def work_unit(nodeid: str) -> str:
-    """The unit pytest-xdist gives one worker: a Ray-free module, or the one machine queue."""
-    path = nodeid.split("::", 1)[0]
-    return path if Path(path).stem in RAY_FREE_MODULES else "machine"
+def module_kind(nodeid: str) -> str:
+    """"free", "machine" or "ray": what a test's module shares with tests on other workers."""
+    stem = Path(nodeid.split("::", 1)[0]).stem
+    return "free" if stem in RAY_FREE_MODULES else "machine" if stem in MACHINE_MODULES else "ray"
+
+
+def may_run_beside(kind: str, others: set[str]) -> bool:
+    """Whether a module of ``kind`` may start while modules of the kinds ``others`` run."""
+    if kind == "machine":
+        return not others & {"machine", "ray"}
+    if kind == "ray":
+        return "machine" not in others
+    return True
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    # xdist's own grouping (--dist loadgroup) renames test ids, which pytest >= 9.2 no longer lets it
-    # do; its scope scheduler with our split is the same thing without the renaming.
+    # Whole modules (xdist's scope scheduler: one module's fixtures, a trunk or a Ray, set up once).
+    # A worker takes the first module in the queue that may run beside what the others hold:
+    # machine modules first (they need the others on Ray-free work), then Ray modules, longest
+    # collections first, then the Ray-free ones that fill around them.
     from xdist.scheduler import LoadScopeScheduling
 
-    class MachineQueue(LoadScopeScheduling):
+    order = {"machine": 0, "ray": 1, "free": 2}
+
+    class ByKind(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return work_unit(nodeid)
+            return nodeid.split("::", 1)[0]
+
+        def _assign_work_unit(self, node) -> None:
+            held = {module_kind(scope) for other, work in self.assigned_work.items() if other is not node
+                    for scope, tests in work.items() if not all(tests.values())}
+            ranked = sorted(self.workqueue, key=lambda m: (order[module_kind(m)], -len(self.workqueue[m])))
+            fits = [m for m in ranked if may_run_beside(module_kind(m), held)]
+            scope = (fits or ranked)[0]  # none fits: the lock file makes it wait its turn
+            self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
 
         def _reschedule(self, node) -> None:
-            # The machine queue is the suite's longest path: its worker takes nothing else until it
-            # is through (the Ray-free tests go to the other worker, niced by ray_free_niced).
+            # The next module once the current one is down to its last test (which a worker runs only
+            # when it knows what follows), not earlier: the choice should see what the others hold then.
             work = self.assigned_work.get(node, {})
-            if self.workqueue and "machine" in work and self._pending_of(work) > 0:
+            if self.workqueue and self._pending_of(work) > 1 and not node.shutting_down:
                 return
             super()._reschedule(node)
 
-    return MachineQueue(config, log)
+    return ByKind(config, log)
 
 
-@pytest.fixture(autouse=True)
-def ray_free_niced(request: pytest.FixtureRequest) -> None:
-    """A pytest-xdist worker that runs Ray-free tests beside the machine queue gives way to it (nice 10,
-    children included): at the same priority it slowed the cluster module from 63 s (alone) to 95 s; niced, 78 s."""
-    if "PYTEST_XDIST_WORKER" in os.environ and work_unit(request.node.nodeid) != "machine" and os.nice(0) == 0:
-        os.nice(10)
+@pytest.fixture(scope="module", autouse=True)
+def machine_share(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A module's share of the machine across pytest-xdist workers: a machine module holds the lock file
+    exclusively, a Ray module shared, a Ray-free one not at all. Writers wait their turn at a turnstile,
+    so Ray modules arriving after a waiting machine module wait behind it."""
+    kind = module_kind(request.node.nodeid)
+    if "PYTEST_XDIST_WORKER" not in os.environ or kind == "free":
+        yield
+        return
+    with MACHINE_LOCK.open("a") as lock, Path(f"{MACHINE_LOCK}.turnstile").open("a") as turnstile:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        fcntl.flock(lock, fcntl.LOCK_EX if kind == "machine" else fcntl.LOCK_SH)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="module")
