@@ -137,9 +137,13 @@ class ControlConfig:
                                 "measurement (at least 2, each > 0; the learning rate by --lr-rule, power by default)")
     branch_window: float = opt(16.0, "measured: examples each branch trains, in updates at the current batch (at "
                                "least the largest multiplier, so every branch takes one update)")
-    progress: str = opt("total", "measured: the progress a branch is read by, the fall over its window of the "
-                        "optimised loss on held-out rows: total (policy and value parts) or policy (the policy part "
-                        "alone); both readings are logged", ("total", "policy"))
+    progress: str = opt("total", "measured: the progress a branch is read by: the fall over its window of the "
+                        "optimised loss on held-out rows, total (policy and value parts) or policy (the policy part "
+                        "alone), both logged; or return, the rise of the mean return over --progress-episodes "
+                        "episodes played with the same seeds by the trunk and every branch",
+                        ("total", "policy", "return"))
+    progress_episodes: int = opt(16, "measured, --progress return: episodes the trunk and each branch play for the "
+                                 "reading (their steps count in the run's agent steps)")
     heldout_rollouts: int = opt(4, "measured: rollouts at the current batch collected for the held-out rows (more: a "
                                 "progress reading with less noise, at their agent steps' cost)")
     remeasure: float = opt(2.0, "measured: measure again once the agent steps have grown by this factor since the "
@@ -405,6 +409,8 @@ class Config:
         if not c.branch_window >= max(c.branches):
             raise UserError(f"--branch-window {c.branch_window:g} is under one update for the {max(c.branches):g}x "
                             f"branch: give at least {max(c.branches):g} (updates at the current batch)")
+        if c.progress == "return" and c.progress_episodes < 2:
+            raise UserError(f"--progress-episodes must be at least 2, got {c.progress_episodes}")
         if c.heldout_rollouts < 1:
             raise UserError(f"--heldout-rollouts must be at least 1, got {c.heldout_rollouts}")
         if not c.remeasure > 1:

@@ -40,6 +40,35 @@ def test_every_branchs_examples_and_steps_are_counted_once(tmp_path):
     assert summary["measurements"] == 1 and summary["measure_examples"] == 3 * 160
 
 
+def test_progress_by_return_plays_the_same_episodes_for_every_branch_and_counts_their_steps(tmp_path, monkeypatch):
+    """--progress return: the trunk and each of the 4 branches play 4 episodes on the same seeds (common random
+    numbers: the same policy plays them back identically), and their steps count in the run's agent steps."""
+    real, calls = measure.play_episodes, []
+
+    def recorded(run, seed):
+        returns, steps = real(run, seed)
+        if not calls:  # the trunk's: played again by the same weights, the very same episodes
+            again, steps_again = real(run, seed)
+            assert list(again) == list(returns) and steps_again == steps
+        calls.append((seed, steps))
+        return returns, steps
+
+    monkeypatch.setattr(measure, "play_episodes", recorded)
+    run_dir = tmp_path / "run"
+    result = run_in_process(["rlscale.train", "cartpole", "--serial", "--batch", "measured", "--remeasure", "1e9",
+                             "--heldout-rollouts", "2", "--progress", "return", "--progress-episodes", "4",
+                             "--total-frames", "1000", *SMALL, "--run-dir", str(run_dir)])
+    assert result.returncode == 0, result.stderr
+    assert len(calls) == 5 and len({seed for seed, _ in calls}) == 1
+    assert "by the return:" in result.stdout and "by the total loss" in result.stdout
+    summary = _summary(run_dir)
+    after_measuring = 2 * 40 + 4 * 160 + sum(steps for _, steps in calls)
+    trained_after = summary["agent_steps"] - after_measuring
+    assert trained_after >= 0 and trained_after % (5 * summary["n_envs"]) == 0
+    assert summary["examples"] == 4 * 160 + trained_after  # episodes played are not examples
+    assert tags.MEASURED_BATCH_BY.format(progress="return") in read_scalars(run_dir)
+
+
 def test_an_interrupt_inside_a_measurement_resumes_before_it_without_gaps_or_duplicates(tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
     args = ["rlscale.train", "cartpole", "--serial", "--batch", "measured", "--total-frames", "3000", *SMALL,
@@ -96,6 +125,7 @@ def test_a_branch_that_crashes_is_one_line_and_the_run_goes_on(tmp_path, monkeyp
     (["--branches", "-1", "2"], "--branches multipliers must be positive"),
     (["--branch-window", "2"], "--branch-window 2 is under one update for the 4x branch"),
     (["--remeasure", "1"], "--remeasure must be above 1"),
+    (["--progress", "return", "--progress-episodes", "1"], "--progress-episodes must be at least 2"),
 ])
 def test_bad_measurement_settings_are_one_line_and_exit_2(flags, message, tmp_path):
     result = run_in_process(["rlscale.train", "cartpole", "--batch", "measured", *flags,

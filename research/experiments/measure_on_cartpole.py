@@ -2,7 +2,8 @@
 trunk it branches, on CartPole where such a sweep takes minutes (research/notebook/results.md,
 "The in-run measurement on CartPole, a positive control").
 
-    python research/experiments/measure_on_cartpole.py --out DIR [--seeds 0 1 2 3 4]
+    python research/experiments/measure_on_cartpole.py --out DIR [--seeds 0 1 2 3 4] [--window 32]
+        [--progress total|policy|return] [--episodes 16]
 
 Resumable: each finished run (a summary.json) is skipped. Steps: the trunk (tests/test_branch.py's:
 12,000 agent steps at 8 envs, lr 1e-3); the fork sweep (4-128 envs, the power rule's rate from the
@@ -50,7 +51,11 @@ def main() -> None:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4])
     p.add_argument("--window", type=float, default=32)
+    p.add_argument("--progress", default="total", choices=("total", "policy", "return"))
+    p.add_argument("--episodes", type=int, default=16, help="--progress-episodes, with --progress return")
     args = p.parse_args()
+    by_return = args.progress == "return"
+    name = f"w{args.window:g}" + (f"-return{args.episodes}" if by_return else "")
     trunk = args.out / "trunk"
     train(trunk, "--total-frames", "12000", "--lr", f"{TRUNK_LR:g}", "--n-envs", str(TRUNK_ENVS))
     for n in SWEEP_ENVS:
@@ -64,22 +69,24 @@ def main() -> None:
     print(fit.stdout[-3000:], fit.stderr[-1000:], flush=True)
     sweep = {row["goal"]: float(row["B_crit"]) for row in csv.DictReader((args.out / "sweep" / "pareto.csv").open())}
     for seed in args.seeds:
-        train(args.out / "measured" / f"w{args.window:g}-s{seed}", "--init-from", str(trunk), "--batch", "measured",
+        train(args.out / "measured" / f"{name}-s{seed}", "--init-from", str(trunk), "--batch", "measured",
               "--remeasure", "1e9", "--branches", *MULTIPLIERS, "--branch-window", f"{args.window:g}",
               "--n-envs", str(TRUNK_ENVS), "--min-envs", "4", "--max-envs", "128", "--lr", f"{TRUNK_LR:g}",
-              "--total-frames", "1", "--seed", str(seed))
+              "--total-frames", "1", "--seed", str(seed), "--progress", args.progress,
+              "--progress-episodes", str(args.episodes))
     readings = []
-    for run in sorted((args.out / "measured").glob("*")):
+    for run in sorted((args.out / "measured").glob(f"{name}-s*")):
         scalars = read_scalars(run)
         last = {name: float(scalars[tag][1][-1]) if tag in scalars else math.nan
-                for name, tag in (("total", tags.MEASURED_BATCH),
+                for name, tag in (("total", tags.MEASURED_BATCH_BY.format(progress="total")),
                                   ("policy", tags.MEASURED_BATCH_BY.format(progress="policy")),
+                                  ("return", tags.MEASURED_BATCH_BY.format(progress="return")),
                                   ("merrill", tags.MEASURED_EFFICIENT), ("seconds", tags.MEASURE_SECONDS))}
         readings.append({"run": run.name, **last})
-    (args.out / "readings.json").write_text(json.dumps({"sweep": sweep, "readings": readings}, indent=1))
+    (args.out / f"readings-{name}.json").write_text(json.dumps({"sweep": sweep, "readings": readings}, indent=1))
     print(f"the fork sweep's B_crit: {', '.join(f'goal {g}: {b:,.0f}' for g, b in sweep.items())}")
     low, high = min(sweep.values()), max(sweep.values())
-    for measure in ("total", "policy", "merrill"):
+    for measure in ("total", "policy", "return", "merrill"):
         values = [r[measure] for r in readings]
         within = sum(1 for v in values if math.isfinite(v) and low / 2 <= v <= high * 2)
         shown = " ".join(f"{v:,.0f}" if math.isfinite(v) else "-" for v in values)

@@ -6,10 +6,14 @@ rule gives it), train each on the same examples (--branch-window updates' worth 
 batch), read B_crit from their progress (eq. 2.11, rlscale/control/critical.py), and continue
 from the branch nearest to it, so its window is not wasted (DESIGN §2c; docs/batch-control.md).
 
-The progress measure is the fall of the optimised loss on a held-out batch: collected with the
-trunk's weights before branching, trained on by no branch, the same rows for every branch (so
-the comparison is paired: common random numbers where the noise would otherwise be largest).
-The environments are not forked: each branch steps them on from where the last one left them.
+The progress measure (--progress) is the fall of the optimised loss on a held-out batch (total,
+or its policy part): collected with the trunk's weights before branching, trained on by no
+branch, the same rows for every branch (so the comparison is paired: common random numbers where
+the noise would otherwise be largest). Or it is the rise of the return (return): the trunk and
+each branch play --progress-episodes episodes, sampled, on environments and action draws seeded
+alike, so a difference is the policies', not the draw's; their steps count in the agent steps.
+The training environments are not forked: each branch steps them on from where the last one
+left them.
 
 Bookkeeping: every branch's agent steps and examples count in the run's totals (the budget
 included), and the optimizer steps of the branches not continued are kept in
@@ -24,9 +28,11 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+import torch
 
 from rlscale import tags
 from rlscale.config import Config
@@ -66,6 +72,7 @@ class BranchRun:
     seconds: float = 0.0
     warmup_steps: int = 0  # random start-up steps of the environments its resize started
     progress: np.ndarray | None = None  # held-out loss fall, (environments, parts: policy, value)
+    returns: np.ndarray | None = None  # --progress return: each episode's return rise over the trunk's
     episodes: list[tuple[float, int]] | None = None
     end: dict[str, Any] | None = None  # the engine's snapshot at the window's end
 
@@ -121,12 +128,20 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
     try:
         heldout = engine.heldout_batch(cfg.control.heldout_rollouts)
         before = engine.heldout_losses(heldout)
+        by_return = cfg.control.progress == "return"
+        episode_seed = 1_000_003 + 7_919 * s.measurements + cfg.run.seed  # one per measurement, every branch
+        played = 0
+        if by_return:
+            trunk_returns, played = play_episodes(run, episode_seed)
         window_steps = cfg.control.branch_window * trunk_envs * cfg.agent.n_steps
         done = []
         for branch in branches:
             engine.restore(trunk)
             try:
                 run_branch(run, branch, heldout, before, window_steps)
+                if by_return:
+                    returns, steps = play_episodes(run, episode_seed)
+                    branch.returns, played = returns - trunk_returns, played + steps
                 done.append(branch)
             except Exception as err:  # noqa: BLE001 - one branch's failure is reported, not the run's end
                 print(f"measurement: the {branch.multiplier:g}x branch ({branch.n_envs} envs) failed "
@@ -140,13 +155,14 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
         raise
     if len(done) < 2:  # nothing to compare: the trunk goes on at its batch until the next measurement
         engine.restore(trunk)
-        count(run, heldout.size, done, None, engine.resize_now(trunk_envs), time.perf_counter() - start)
+        count(run, heldout.size + played, done, None, engine.resize_now(trunk_envs), time.perf_counter() - start)
         run.controller.measured(s.agent_steps, run.signal)
         print(f"measurement: {len(done)} of {len(branches)} branches finished, too few to read; holding "
               "the batch until the next measurement", flush=True)
         return []
     branches = done
-    readings = {measure: read(branches, measure) for measure in PROGRESS_MEASURES}
+    readings = {measure: read(branches, measure) for measure in PROGRESS_MEASURES
+                if measure != "return" or by_return}
     reading, (low, high) = readings[cfg.control.progress]
     chosen = choose(branches, reading.critical_batch)
     engine.restore(chosen.end)
@@ -154,14 +170,14 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
     s.n_envs, s.base_lr = chosen.n_envs, chosen.lr
     s.measurements += 1
     elapsed = time.perf_counter() - start
-    overhead = count(run, heldout.size, branches, chosen, warmup, elapsed)
+    overhead = count(run, heldout.size + played, branches, chosen, warmup, elapsed)
     run.controller.measured(s.agent_steps, run.signal, reading.critical_batch)
     run.settled = False  # the pool was resized: the next update's time is not a steady one
     interval = f"90 % {low:,.0f}-{high:,.0f}" if math.isfinite(low) else "interval undefined"
-    others = "; ".join(f"by the {measure} loss {other.critical_batch:,.0f}" if other.defined
-                       else f"by the {measure} loss undefined"
+    others = "; ".join(f"by {PROGRESS_NAMES[measure]} {other.critical_batch:,.0f}" if other.defined
+                       else f"by {PROGRESS_NAMES[measure]} undefined"
                        for measure, (other, _) in readings.items() if measure != cfg.control.progress)
-    print(f"measured at {s.agent_steps:,} agent steps ({why}), by the {cfg.control.progress} loss: "
+    print(f"measured at {s.agent_steps:,} agent steps ({why}), by {PROGRESS_NAMES[cfg.control.progress]}: "
           f"{reading.describe()}, {interval} ({others}); continuing from the {chosen.batch:,.0f} branch "
           f"({chosen.n_envs} envs, lr {chosen.lr:.2e}); {elapsed:.1f} s, {overhead:.1f} s and "
           f"{sum(b.examples for b in branches if b is not chosen):,} examples of it on branches not continued",
@@ -177,6 +193,23 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
             1e3 * float(progress_of(b, cfg.control.progress).sum()) / b.examples)
     run.logger.scalars(metrics, s.agent_steps)
     return chosen.episodes or []
+
+
+def play_episodes(run: Run, seed: int) -> tuple[np.ndarray, int]:
+    """The learner's policy (sampled, not greedy) played for --progress-episodes episodes on environments and
+    action draws seeded by ``seed``: the same for the trunk and every branch, so a difference between
+    their returns is their policies', not the luck of the draw (common random numbers). Each episode's
+    return in a fixed order, and the steps played."""
+    from rlscale.reports.evaluate import Agent, evaluate
+
+    threads = torch.get_num_threads()  # evaluate puts an MLP on one thread; the learner keeps its own
+    try:
+        played = evaluate(Agent(run.cfg, run.engine.learner.model, Path(), run.state.agent_steps),
+                          run.cfg.control.progress_episodes, seed=seed)
+    finally:
+        torch.set_num_threads(threads)
+    order = np.lexsort((np.arange(len(played.episodes)), [e.env_id for e in played.episodes]))
+    return played.returns[order], int(played.lengths.sum())
 
 
 def count(run: Run, heldout_steps: int, branches: list[BranchRun], chosen: BranchRun | None, warmup: int,
@@ -198,12 +231,16 @@ def count(run: Run, heldout_steps: int, branches: list[BranchRun], chosen: Branc
     return overhead
 
 
-# What a branch's progress is read as: the fall of the held-out loss's parts (config --progress).
-PROGRESS_MEASURES = ("total", "policy")
+# What a branch's progress is read as (config --progress): the fall of the held-out loss's parts, or
+# the rise of the return over episodes played with common seeds (only where asked: it costs episodes).
+PROGRESS_MEASURES = ("total", "policy", "return")
+PROGRESS_NAMES = {"total": "the total loss", "policy": "the policy loss", "return": "the return"}
 
 
 def progress_of(branch: BranchRun, measure: str) -> np.ndarray:
     """The branch's progress per held-out environment by ``measure``."""
+    if measure == "return":
+        return branch.returns
     parts = branch.progress
     return parts.sum(axis=1) if measure == "total" else parts[:, 0]
 
