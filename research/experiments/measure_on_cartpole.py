@@ -9,7 +9,7 @@ Resumable: each finished run (a summary.json) is skipped. Steps: the trunk (test
 12,000 agent steps at 8 envs, lr 1e-3); the fork sweep (4-128 envs, the power rule's rate from the
 trunk's, 3 seeds, to return 150) and ``rlscale pareto`` over it; then one measurement per seed from
 the same checkpoint (branches 0.5-16x the trunk's 40, window 32 updates). Prints the sweep's B_crit
-at each goal and each reading, and writes DIR/readings.json.
+at each goal and each reading, and writes DIR/readings-<setting>.json.
 """
 
 from __future__ import annotations

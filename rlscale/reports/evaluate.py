@@ -50,6 +50,7 @@ class Agent:
 class Evaluation:
     episodes: list[Episode]
     video_frames: int = 0
+    steps: int = 0  # agent steps taken, the episodes past an environment's quota and unfinished ones included
 
     @property
     def returns(self) -> np.ndarray:
@@ -139,6 +140,7 @@ def evaluate(agent: Agent, episodes: int, deterministic: bool = False, seed: int
             else:
                 actions = torch.multinomial(torch.softmax(logits, dim=1), 1, generator=generator).squeeze(1)
             step = group.step(actions.numpy())
+            result.steps += n
             if recording:
                 if step.terminated[0] or step.truncated[0] or video.full:
                     recording = False  # the frame now shown is the next episode's first

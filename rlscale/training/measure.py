@@ -25,6 +25,7 @@ point: no steps counted twice, none skipped.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from dataclasses import dataclass, fields, replace
@@ -196,20 +197,26 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
 
 
 def play_episodes(run: Run, seed: int) -> tuple[np.ndarray, int]:
-    """The learner's policy (sampled, not greedy) played for --progress-episodes episodes on environments and
-    action draws seeded by ``seed``: the same for the trunk and every branch, so a difference between
-    their returns is their policies', not the luck of the draw (common random numbers). Each episode's
-    return in a fixed order, and the steps played."""
+    """The learner's policy (sampled, not greedy) played for --progress-episodes episodes, each the first of
+    its own environment, on environments and action draws seeded by ``seed``: the same for the trunk and
+    every branch, so a difference between their returns is their policies', not the luck of the draw
+    (common random numbers; a second episode in an environment would start at a step that depends on
+    the first one's length, and draw other actions). Each episode's return, by environment, and every
+    step taken (all environments step until the last episode ends)."""
     from rlscale.reports.evaluate import Agent, evaluate
 
+    episodes = run.cfg.control.progress_episodes
+    model = run.engine.learner.model
+    if next(model.parameters()).device.type != "cpu":  # evaluate plays on the CPU
+        model = copy.deepcopy(model).to("cpu")
     threads = torch.get_num_threads()  # evaluate puts an MLP on one thread; the learner keeps its own
     try:
-        played = evaluate(Agent(run.cfg, run.engine.learner.model, Path(), run.state.agent_steps),
-                          run.cfg.control.progress_episodes, seed=seed)
+        played = evaluate(Agent(run.cfg, model, Path(), run.state.agent_steps), episodes, seed=seed,
+                          n_envs=episodes)
     finally:
         torch.set_num_threads(threads)
-    order = np.lexsort((np.arange(len(played.episodes)), [e.env_id for e in played.episodes]))
-    return played.returns[order], int(played.lengths.sum())
+    order = np.argsort([e.env_id for e in played.episodes], kind="stable")
+    return played.returns[order], played.steps
 
 
 def count(run: Run, heldout_steps: int, branches: list[BranchRun], chosen: BranchRun | None, warmup: int,
