@@ -11,6 +11,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # * Ray: each starts an embedded Ray of its own (``address="local"``: never another's); beside
 #   Ray-free and other Ray modules. Starting Ray and its actors is mostly waiting (~8 s a run here,
 #   a third of the cores idle through a Ray module run alone), which a second module fills.
-# The scheduler below keeps the kinds apart; a lock file (``machine_share``) makes sure of it.
+# The scheduler below keeps the kinds apart; a lock file (``MachineShare``) makes sure of it.
 RAY_FREE_MODULES = frozenset({
     "test_cli", "test_config", "test_control", "test_cost", "test_docs", "test_evaluate",
     "test_learner", "test_metrics", "test_noise", "test_optim", "test_pareto_fit", "test_plan",
@@ -87,23 +88,47 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     return ByKind(config, log)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def machine_share(request: pytest.FixtureRequest) -> Iterator[None]:
+class MachineShare:
     """A module's share of the machine across pytest-xdist workers: a machine module holds the lock file
-    exclusively, a Ray module shared, a Ray-free one not at all. Writers wait their turn at a turnstile,
-    so Ray modules arriving after a waiting machine module wait behind it."""
-    kind = module_kind(request.node.nodeid)
-    if "PYTEST_XDIST_WORKER" not in os.environ or kind == "free":
+    exclusively, a Ray module shared, a Ray-free one not at all; taken before the module's first test,
+    given back after its last one's teardown (its module fixtures, its Ray among them, are gone by then).
+    Writers wait their turn at a turnstile, so Ray modules arriving after a waiting machine module wait
+    behind it. Outside pytest-timeout's clock (tryfirst: it wraps the timeout's own wrapper), so a wait
+    for the other worker's module is not counted against the test that waits."""
+
+    def __init__(self) -> None:
+        self.held: tuple[str, Any] | None = None  # (module, its open lock file)
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
+        module = item.nodeid.split("::", 1)[0]
+        if self.held is None or self.held[0] != module:
+            self.give_back()
+            self.take(module)
         yield
-        return
-    with MACHINE_LOCK.open("a") as lock, Path(f"{MACHINE_LOCK}.turnstile").open("a") as turnstile:
-        fcntl.flock(turnstile, fcntl.LOCK_EX)
-        fcntl.flock(lock, fcntl.LOCK_EX if kind == "machine" else fcntl.LOCK_SH)
-        fcntl.flock(turnstile, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+        if nextitem is None or nextitem.nodeid.split("::", 1)[0] != module:
+            self.give_back()
+
+    def take(self, module: str) -> None:
+        kind = module_kind(module)
+        if kind == "free":
+            return
+        lock = MACHINE_LOCK.open("a")
+        with Path(f"{MACHINE_LOCK}.turnstile").open("a") as turnstile:
+            fcntl.flock(turnstile, fcntl.LOCK_EX)
+            fcntl.flock(lock, fcntl.LOCK_EX if kind == "machine" else fcntl.LOCK_SH)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        self.held = (module, lock)
+
+    def give_back(self) -> None:
+        if self.held is not None:
+            self.held[1].close()  # closing the file gives the lock back
+            self.held = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        config.pluginmanager.register(MachineShare(), "rlscale-machine-share")
 
 
 @pytest.fixture(scope="module")
