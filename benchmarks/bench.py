@@ -48,10 +48,8 @@ import contextlib
 import multiprocessing
 import os
 import platform
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,7 +57,7 @@ import numpy as np
 import torch
 from bench_small_learners import SmallRows
 from bench_small_learners import measure as small_learner_rows
-from benchtiming import Rate, busy_cpu_seconds, timed
+from benchtiming import Rate, busy_cpu_seconds, busy_process, timed
 from lean import lean_a2c, lean_ppo, pong_network, random_pong
 
 from rlscale import tags
@@ -89,18 +87,6 @@ def cpu_kind() -> str:
     kind = {True: "bf16 units", False: "no bf16 units", None: "bf16 units unknown (not x86)"}[units]
     emulated = f" (oneDNN capped at {cap}, ATen at {torch.backends.cpu.get_cpu_capability()})" if cap else ""
     return f"{cpu_model()}, {os.cpu_count()} cores, {kind}{emulated}, torch {torch.__version__}"
-
-
-@contextlib.contextmanager
-def busy_process() -> Iterator[None]:
-    """One core kept busy by a Python loop, as a browser tab or an indexer would."""
-    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        time.sleep(0.5)
-        yield
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def cpu_ms_per_step(run: Callable[[], int], seconds: float) -> float:

@@ -12,8 +12,8 @@ each setting, and the threads each run started with. Compare only rows of one in
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import multiprocessing
 import statistics
 import subprocess
 import sys
@@ -21,10 +21,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-def busy_loop() -> None:  # a core taken, as another user's process would take it
-    while True:
-        pass
+from benchtiming import busy_process
 
 
 def train_seconds(preset: str, threads: int, frames: int, run_dir: Path) -> tuple[float, str]:
@@ -63,10 +60,7 @@ def measure(frames: int, rounds: int, settings: tuple[tuple[int, str], ...] = SE
     with tempfile.TemporaryDirectory() as tmp:
         for round_ in range(rounds):
             for load in ("quiet", "busy"):
-                hog = multiprocessing.Process(target=busy_loop, daemon=True) if load == "busy" else None
-                if hog:
-                    hog.start()
-                try:
+                with busy_process() if load == "busy" else contextlib.nullcontext():
                     for preset in PRESETS:
                         for threads, name in settings:
                             run_dir = Path(tmp) / f"{preset}-{threads}-{load}-{round_}"
@@ -74,9 +68,6 @@ def measure(frames: int, rounds: int, settings: tuple[tuple[int, str], ...] = SE
                             rows.seconds.setdefault((preset, name, load), []).append(seconds)
                             rows.learners[(preset, name)] = learner
                             print(f"  {preset:<17} {name:<16} {load:<5} {seconds:6.1f} s  ({learner})", flush=True)
-                finally:
-                    if hog:
-                        hog.terminate()
     return rows
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +50,18 @@ def busy_cpu_seconds() -> float:
     """CPU seconds the whole machine has spent busy since boot (/proc/stat: all but idle and iowait)."""
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def busy_process() -> Iterator[None]:
+    """One core kept busy by a Python loop, as a browser tab or an indexer would."""
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def timed(loop_once: Callable[[], int], seconds: float, warmup: int = 3) -> Rate:

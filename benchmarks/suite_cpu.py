@@ -17,22 +17,16 @@ import time
 from collections import defaultdict
 
 import pytest
+from benchtiming import busy_cpu_seconds
 
 _rows: list[tuple[str, float, float]] = []
 
 
-def busy_core_seconds() -> float:
-    """Core-seconds the whole machine has spent busy since boot (user, nice, system, irq, softirq, steal)."""
-    with open("/proc/stat") as stat:
-        fields = [int(v) for v in stat.readline().split()[1:]]
-    return (fields[0] + fields[1] + fields[2] + fields[5] + fields[6] + fields[7]) / os.sysconf("SC_CLK_TCK")
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
-    busy, wall = busy_core_seconds(), time.perf_counter()
+    busy, wall = busy_cpu_seconds(), time.perf_counter()
     yield
-    _rows.append((item.nodeid, time.perf_counter() - wall, busy_core_seconds() - busy))
+    _rows.append((item.nodeid, time.perf_counter() - wall, busy_cpu_seconds() - busy))
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
-
 import numpy as np
 import pytest
 import torch
@@ -99,18 +97,13 @@ def test_nothing_changes_while_the_run_settles():
     assert set(counts) == {2}  # 10 s in: slow, but not yet settled
 
 
-def _busy_loop() -> None:  # another process holding a core
-    while True:
-        pass
-
-
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("preset, rows, expected", [
     ("cartpole", 40, 1),  # an MLP: never a team
     ("minatar-breakout", 80, 1),  # MinAtar's small CNN: a pass of a few ms on one thread
     ("pong", 256, 2),  # the Nature CNN: a team, which the governor then adapts to the free cores
 ])
-def test_the_start_up_thread_choice_beside_a_busy_process_is_the_quiet_choice(preset, rows, expected):
+def test_the_start_up_thread_choice_beside_a_busy_process_is_the_quiet_choice(preset, rows, expected, busy_core):
     from rlscale.config import build_config
     from rlscale.envs.vector import probe_spec, sample_observations
     from rlscale.models.nets import build_network
@@ -121,11 +114,6 @@ def test_the_start_up_thread_choice_beside_a_busy_process_is_the_quiet_choice(pr
     model = build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden)
     obs = torch.from_numpy(sample_observations(spec, rows))
     quiet, _ = default_learner_threads(model, obs, cores=2)
-    hog = multiprocessing.get_context("spawn").Process(target=_busy_loop, daemon=True)
-    hog.start()
-    try:
+    with busy_core():
         busy, why = default_learner_threads(model, obs, cores=2)
-    finally:
-        hog.terminate()
-        hog.join(timeout=10)
     assert quiet == busy == expected, why

@@ -114,10 +114,6 @@ def quotas(episodes: int, n_envs: int) -> np.ndarray:
 def evaluate(agent: Agent, episodes: int, deterministic: bool = False, seed: int = 1_000_003,
              n_envs: int = 8, video: VideoWriter | GifWriter | None = None, on_episode=None) -> Evaluation:
     cfg = evaluation_env_config(agent.cfg)
-    # A small network's passes on a team of threads wait for the slowest: beside a busy process one
-    # CartPole evaluation took 10.7 s on two threads and 0.42 s on one (rlscale/training/threads.py).
-    if not has_convolutions(agent.model):
-        torch.set_num_threads(1)
     n = min(n_envs, episodes)
     quota = quotas(episodes, n)
     played = np.zeros(n, dtype=int)
@@ -130,6 +126,12 @@ def evaluate(agent: Agent, episodes: int, deterministic: bool = False, seed: int
     generator = torch.Generator().manual_seed(seed)
     result = Evaluation([])
     recording = video is not None
+    # A small network's passes on a team of threads wait for the slowest: beside a busy process one
+    # CartPole evaluation took 10.7 s on two threads and 0.42 s on one (rlscale/training/threads.py).
+    # The caller's thread count comes back afterwards (a training run measuring by return plays here).
+    threads = torch.get_num_threads()
+    if not has_convolutions(agent.model):
+        torch.set_num_threads(1)
     try:
         if recording:
             video.add(group.frame(0))
@@ -153,6 +155,7 @@ def evaluate(agent: Agent, episodes: int, deterministic: bool = False, seed: int
                     if on_episode is not None:
                         on_episode(ep)
     finally:
+        torch.set_num_threads(threads)
         group.close()
     result.video_frames = video.frames if video is not None else 0
     return result

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-import torch
 
 from rlscale import tags
 from rlscale.config import Config
@@ -209,12 +208,7 @@ def play_episodes(run: Run, seed: int) -> tuple[np.ndarray, int]:
     model = run.engine.learner.model
     if next(model.parameters()).device.type != "cpu":  # evaluate plays on the CPU
         model = copy.deepcopy(model).to("cpu")
-    threads = torch.get_num_threads()  # evaluate puts an MLP on one thread; the learner keeps its own
-    try:
-        played = evaluate(Agent(run.cfg, model, Path(), run.state.agent_steps), episodes, seed=seed,
-                          n_envs=episodes)
-    finally:
-        torch.set_num_threads(threads)
+    played = evaluate(Agent(run.cfg, model, Path(), run.state.agent_steps), episodes, seed=seed, n_envs=episodes)
     order = np.argsort([e.env_id for e in played.episodes], kind="stable")
     return played.returns[order], played.steps
 
