@@ -33,6 +33,13 @@ def opt(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
     return field(default=default, metadata=meta)
 
 
+# --batch measured's --branch-window when 0: each branch's window in updates at the current batch for
+# the losses and the return; the cap on a race to a goal (--progress reach), which branches seldom
+# reach: on CartPole from 40 observations the 16x branch met its goal in 27,000-43,000 examples,
+# ~1,000 updates' worth (docs/results.md).
+BRANCH_WINDOW_UPDATES = 16.0
+REACH_CAP_UPDATES = 2000.0
+
 RUNS_ROOT_VARIABLE = "RLSCALE_RUNS"
 # Ray sets this in the environment of a Ray job's entrypoint (ray job submit).
 RAY_JOB_VARIABLE = "RAY_JOB_CONFIG_JSON_ENV_VAR"
@@ -135,13 +142,17 @@ class ControlConfig:
     # eq. 2.11 over the branches' progress on held-out rows (rlscale/control/critical.py).
     branches: list[float] = opt([0.5, 1.0, 2.0, 4.0], "measured: batch multipliers the run branches into at a "
                                 "measurement (at least 2, each > 0; the learning rate by --lr-rule, power by default)")
-    branch_window: float = opt(16.0, "measured: examples each branch trains, in updates at the current batch (at "
-                               "least the largest multiplier, so every branch takes one update)")
+    branch_window: float = opt(0.0, "measured: examples each branch trains, in updates at the current batch (at "
+                               "least the largest multiplier, so every branch takes one update); with --progress "
+                               "reach, the most a branch may take before it counts as not reaching the goal "
+                               f"(0: {BRANCH_WINDOW_UPDATES} updates, with reach {REACH_CAP_UPDATES})")
     progress: str = opt("total", "measured: the progress a branch is read by: the fall over its window of the "
                         "optimised loss on held-out rows, total (policy and value parts) or policy (the policy part "
-                        "alone), both logged; or return, the rise of the mean return over --progress-episodes "
-                        "episodes played with the same seeds by the trunk and every branch",
-                        ("total", "policy", "return"))
+                        "alone), both logged; return, the rise of the mean return over --progress-episodes "
+                        "episodes played with the same seeds by the trunk and every branch; or reach, the examples "
+                        "each branch takes until the mean return of its own last 20 episodes reaches the run's "
+                        "next goal (--goals/--stop-return): the fork sweep's measure (eq. 2.11), in the run",
+                        ("total", "policy", "return", "reach"))
     progress_episodes: int = opt(16, "measured, --progress return: episodes the trunk and each branch play for the "
                                  "reading (their steps count in the run's agent steps)")
     heldout_rollouts: int = opt(4, "measured: rollouts at the current batch collected for the held-out rows (more: a "
@@ -180,6 +191,14 @@ class ControlConfig:
     # docs/studies.md rule 4: if the replay (on other seeds) trains as fast, the gain was the schedule.
     replay_from: str = opt("", "replay: the run directory whose environments and learning rate, step by step, "
                            "this run follows without measuring or reacting")
+
+    @property
+    def window_updates(self) -> float:
+        """--branch-window, or its default for the progress measure (0): a short window for the losses
+        and the return, a generous cap for a race to a goal (branches stop when they get there)."""
+        if self.branch_window:
+            return self.branch_window
+        return REACH_CAP_UPDATES if self.progress == "reach" else BRANCH_WINDOW_UPDATES
 
     @property
     def scales_lr(self) -> bool:
@@ -406,9 +425,14 @@ class Config:
             raise UserError(f"--branches multipliers must be positive, got {' '.join(f'{m:g}' for m in c.branches)}")
         if len(set(c.branches)) != len(c.branches):
             raise UserError("--branches multipliers must differ from one another")
-        if not c.branch_window >= max(c.branches):
-            raise UserError(f"--branch-window {c.branch_window:g} is under one update for the {max(c.branches):g}x "
+        if c.branch_window < 0:
+            raise UserError(f"--branch-window must be 0 (the default for --progress) or positive, got {c.branch_window:g}")
+        if not c.window_updates >= max(c.branches):
+            raise UserError(f"--branch-window {c.window_updates:g} is under one update for the {max(c.branches):g}x "
                             f"branch: give at least {max(c.branches):g} (updates at the current batch)")
+        if c.progress == "reach" and not any(math.isfinite(g) for g in (*self.env.goals, r.stop_return)):
+            raise UserError("--progress reach races the branches to the run's next goal: give --goals or "
+                            "--stop-return")
         if c.progress == "return" and c.progress_episodes < 2:
             raise UserError(f"--progress-episodes must be at least 2, got {c.progress_episodes}")
         if c.heldout_rollouts < 1:

@@ -4,6 +4,7 @@ the run on Ray actors: tests/test_measure_ray.py)."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -126,6 +127,7 @@ def test_a_branch_that_crashes_is_one_line_and_the_run_goes_on(tmp_path, monkeyp
     (["--branch-window", "2"], "--branch-window 2 is under one update for the 4x branch"),
     (["--remeasure", "1"], "--remeasure must be above 1"),
     (["--progress", "return", "--progress-episodes", "1"], "--progress-episodes must be at least 2"),
+    (["--progress", "reach", "--goals"], "--progress reach races the branches to the run's next goal"),
 ])
 def test_bad_measurement_settings_are_one_line_and_exit_2(flags, message, tmp_path):
     result = run_in_process(["rlscale.train", "cartpole", "--batch", "measured", *flags,
@@ -154,3 +156,46 @@ def test_a_measurement_with_one_branch_left_holds_the_batch_and_counts_what_it_s
     assert summary["n_envs"] == 8 and summary["measurements"] == 0
     assert summary["branch_optimizer_steps"] == 4 and summary["measure_seconds"] > 0
     assert summary["agent_steps"] >= 2 * 40 + 160
+
+
+def _reach_branch(batch: float, examples: int, reached: bool = True) -> measure.BranchRun:
+    return measure.BranchRun(multiplier=batch / 40, n_envs=int(batch // 5), batch=batch, lr=1e-3,
+                             agent_steps=examples, examples=examples, optimizer_steps=round(examples / batch),
+                             reached=reached)
+
+
+def test_a_race_to_the_goal_reads_bcrit_from_the_examples_each_batch_took():
+    """Examples to a goal on eq. 2.11's front, E = E_min(1 + B/B_crit), B_crit 85: the read-out recovers it; a
+    branch that missed the goal is left out whatever it spent; fed each branch's batch doubled, it reads 2x."""
+    batches = [20.0, 40.0, 80.0, 160.0, 320.0, 640.0]
+    on_front = [_reach_branch(b, round(5_000 * (1 + b / 85))) for b in batches]
+    reading, interval = measure.read_reach(on_front)
+    assert reading.critical_batch == pytest.approx(85, rel=0.01) and reading.bound == ""
+    assert all(math.isnan(end) for end in interval)  # one run per batch: nothing to resample
+    missed = [*on_front, _reach_branch(1280.0, 2_000, reached=False)]
+    assert measure.read_reach(missed)[0].critical_batch == pytest.approx(reading.critical_batch)
+    doubled = [_reach_branch(2 * b.batch, b.examples) for b in on_front]
+    assert measure.read_reach(doubled)[0].critical_batch == pytest.approx(170, rel=0.01)
+
+
+def test_progress_reach_races_each_branch_to_the_next_goal_and_continues_from_one_that_reached_it(tmp_path):
+    """From the start, 4 branches (20-160 observations) each train until their own last 20 episodes' mean return
+    reaches 40, the reading is eq. 2.11 over the examples they took, and the run goes on from a branch that met
+    the goal: the goal counts at the measurement's end, and the branches not continued are the overhead."""
+    run_dir = tmp_path / "run"
+    result = run_in_process(["rlscale.train", "cartpole", "--serial", "--batch", "measured", "--remeasure", "1e9",
+                             "--progress", "reach", "--goals", "40", "--branch-window", "400", "--total-frames",
+                             "1", "--n-envs", "8", "--log-interval", "600", "--run-dir", str(run_dir)])
+    assert result.returncode == 0, result.stderr
+    assert "by the examples to the goal: B_crit" in result.stdout and "not reached" not in result.stdout
+    scalars, summary = read_scalars(run_dir), _summary(run_dir)
+    per_example = {m: float(scalars[tags.BRANCH_PROGRESS.format(multiplier=m)][1][-1]) for m in (0.5, 1, 2, 4)}
+    examples = {m: round(1e3 / v) for m, v in per_example.items()}  # 1 goal per E_i examples, logged per 1,000
+    assert len(set(examples.values())) > 1  # each branch stopped where it met the goal, not at a common window
+    again, _ = measure.read_reach([_reach_branch(40 * m, e) for m, e in examples.items()])
+    assert float(scalars[tags.MEASURED_BATCH][1][-1]) == pytest.approx(again.critical_batch, rel=1e-3)
+    assert float(scalars[tags.MEASURE_TARGET][1][-1]) == 40
+    chosen = next(m for m in examples if 5 * 8 * m == summary["n_envs"] * 5)
+    assert summary["measure_examples"] == sum(e for m, e in examples.items() if m != chosen)
+    assert summary["examples"] == sum(examples.values())  # nothing trained after: --total-frames 1
+    assert summary["goals"]["40"]["agent_steps"] == summary["agent_steps"]  # met by the continued branch

@@ -359,6 +359,33 @@ def test_same_seed_same_first_batch(serial, ray_instance):
     np.testing.assert_array_equal(batches[0].actions, batches[1].actions)
 
 
+@pytest.mark.parametrize("serial", [True, False])
+def test_a_restart_with_a_seed_steps_alike_whatever_ran_before(serial, ray_instance):
+    """Pool.restart (the branches of --batch measured --progress reach): new environments and action draws seeded
+    by the seed alone, at any size; another seed steps otherwise."""
+    cfg = cartpole(n_envs=4, vector_size=2, serial=serial)
+    spec, weights = weights_for(cfg)
+    pool = SerialPool(cfg, spec) if serial else RayPool(cfg, spec)
+    try:
+        pool.collect(weights)
+        pool.restart(8, seed=7)
+        first = [pool.collect(weights) for _ in range(3)]
+        pool.resize(2)
+        pool.collect(weights)
+        pool.restart(8, seed=7)
+        again = [pool.collect(weights) for _ in range(3)]
+        pool.restart(8, seed=8)
+        other = pool.collect(weights)
+    finally:
+        pool.close()
+    for a, b in zip(first, again, strict=True):
+        assert a.n_envs == b.n_envs == 8
+        np.testing.assert_array_equal(a.obs, b.obs)
+        np.testing.assert_array_equal(a.actions, b.actions)
+        assert [(e.episode_return, e.length) for e in a.episodes] == [(e.episode_return, e.length) for e in b.episodes]
+    assert not np.array_equal(first[0].obs, other.obs)
+
+
 def test_too_many_actor_failures_stop_with_a_clear_error(ray_instance):
     cfg = cartpole(n_envs=4, vector_size=2, max_actor_failures=1)
     spec, weights = weights_for(cfg)

@@ -166,6 +166,7 @@ CONDITIONS: dict[str, Callable[[Run, str], bool]] = {
     "resize": lambda run, tag: run.resized and run.cfg.control.batch != "measured",
     "`--batch auto`": lambda run, tag: run.cfg.control.batch == "auto",
     "`--batch measured`": lambda run, tag: run.cfg.control.batch == "measured",
+    "`--progress reach`": lambda run, tag: run.cfg.control.progress == "reach",
     "where defined": defined,
 }
 

@@ -416,6 +416,12 @@ class RayPool(Pool):
         self.unconfirmed.extend((w, ref) for w, ref in refs if w not in ready)
         return sum(ray.get([ref for w, ref in refs if w in ready]))
 
+    def _reseed_actions(self, seed: int) -> None:
+        # An actor still waiting for a CPU takes the call, in order, when it runs: not waited for.
+        ready = self._ready_workers()
+        refs = [(w, actor.reseed_actions.remote(seed + w)) for w, actor in enumerate(self.actors)]
+        ray.get([ref for w, ref in refs if w in ready])
+
     def _replace(self, w: int) -> None:
         """A new actor in slot w with as many fresh vector envs as the dead one had."""
         self.failures += 1

@@ -220,6 +220,10 @@ class RolloutWorker:
     def env_ids(self) -> list[int]:
         return [int(i) for v in self.vector_envs for i in v.env_ids]
 
+    def reseed_actions(self, seed: int) -> None:
+        """Draw actions from here on from a generator seeded by ``seed``."""
+        self.generator.manual_seed(seed)
+
     def pid(self) -> int:
         """This worker's process id (a Ray actor's own process)."""
         return os.getpid()
@@ -338,6 +342,33 @@ class Pool:
         self.warmup_steps += warmup
         return ResizeReport(time.perf_counter() - start, warmup)
 
+    def restart(self, n_envs: int, seed: int) -> int:
+        """``n_envs`` new environments in place of all the pool has, seeded from ``seed`` alone, and every
+        worker's action draws reseeded from it: whatever ran before, the pool then steps as it would
+        for any other caller with the same seed and weights (common random numbers for the branches
+        of --batch measured, which each start like a fork sweep's run: on new environments). Episodes
+        under way are dropped; returns the new environments' random warm-up steps."""
+        if self.in_flight:
+            raise RuntimeError("a rollout is in flight; collect it before restarting the environments")
+        self.resize(n_envs)
+        adds: list[tuple[int, list[int], int]] = []
+        removes: list[int] = []
+        k = 0
+        for w, count in enumerate(self.vector_envs_per_worker):
+            for _ in range(count):
+                ids, _ = self._new_vector_ids()
+                adds.append((w, ids, seed * 1_000_003 + k * self.vector_size))
+                removes.append(w)
+                k += 1
+        warmup = self._apply(adds, removes, background=False)
+        self._reseed_actions(seed)
+        self.warmup_steps += warmup
+        return warmup
+
+    def _reseed_actions(self, seed: int) -> None:
+        """Reseed each worker's action generator from ``seed`` (worker w: seed + w)."""
+        raise NotImplementedError
+
     def workers_for(self, n_envs: int) -> int:
         """Workers an elastic pool keeps for ``n_envs`` environments (at most K each)."""
         return max(1, -(-n_envs // (self.max_vector_envs * self.vector_size)))
@@ -418,6 +449,9 @@ class SerialPool(Pool):
 
     def _apply(self, adds, removes, background) -> int:
         return self.worker.resize([(ids, seed) for _, ids, seed in adds], len(removes), background)
+
+    def _reseed_actions(self, seed: int) -> None:
+        self.worker.reseed_actions(seed)
 
     def _start(self, weights: np.ndarray) -> np.ndarray:
         return weights.copy()  # one process: the rollout runs when collected, with these weights

@@ -236,6 +236,11 @@ class NativeEngine:
             return 0
         return self.pool.resize(n_envs, background=False).warmup_steps
 
+    def restart_envs(self, n_envs: int, seed: int) -> int:
+        """``n_envs`` new environments seeded from ``seed`` alone, action draws too (Pool.restart); their
+        random warm-up steps."""
+        return self.pool.restart(n_envs, seed)
+
     def heldout_batch(self, rollouts: int = 1) -> Batch:
         """``rollouts`` batches collected with the current weights, side by side as one (each rollout's
         environments its own columns), that the learner does not train on."""

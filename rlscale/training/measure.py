@@ -12,6 +12,10 @@ branch, the same rows for every branch (so the comparison is paired: common rand
 the noise would otherwise be largest). Or it is the rise of the return (return): the trunk and
 each branch play --progress-episodes episodes, sampled, on environments and action draws seeded
 alike, so a difference is the policies', not the draw's; their steps count in the agent steps.
+Or it is the fork sweep's own measure (reach): each branch trains until the mean return of its own
+last GOAL_WINDOW episodes reaches the run's next goal, or until --branch-window updates' worth of
+examples, and the examples it took are read by eq. 2.11 (E = E_min·(1 + B/B_crit), so 1/E is its
+progress per example); the continued branch has reached the goal, so its examples are the run's.
 The training environments are not forked: each branch steps them on from where the last one
 left them.
 
@@ -38,6 +42,7 @@ from rlscale import tags
 from rlscale.config import Config
 from rlscale.control.controller import BatchController
 from rlscale.control.critical import Branch, Reading, bootstrap_interval, fit_critical_batch
+from rlscale.goals import GoalWindow
 from rlscale.training.engine import NativeEngine
 from rlscale.training.logger import RunLogger
 
@@ -51,6 +56,7 @@ class Run(Protocol):
     logger: RunLogger
     state: Any  # trainer.TrainState
     settled: bool
+    window: GoalWindow  # the trunk's last episodes' returns
 
     @property
     def signal(self) -> float | None: ...
@@ -74,6 +80,7 @@ class BranchRun:
     progress: np.ndarray | None = None  # held-out loss fall, (environments, parts: policy, value)
     returns: np.ndarray | None = None  # --progress return: each episode's return rise over the trunk's
     episodes: list[tuple[float, int]] | None = None
+    reached: bool = False  # --progress reach: its own last episodes' mean met the target
     end: dict[str, Any] | None = None  # the engine's snapshot at the window's end
 
 
@@ -98,22 +105,38 @@ def plan_branches(run: Run) -> list[BranchRun]:
     return list(branches.values())
 
 
-def run_branch(run: Run, branch: BranchRun, heldout: Any, before: np.ndarray, window_steps: float) -> None:
-    """Train one branch for ``window_steps`` agent steps' worth of updates (at least one)."""
+def run_branch(run: Run, branch: BranchRun, heldout: Any, before: np.ndarray | None, window_steps: float,
+               target: float | None = None, env_seed: int = 0) -> None:
+    """Train one branch for ``window_steps`` agent steps' worth of updates (at least one); with a
+    ``target`` (--progress reach), until the mean return of its own last episodes reaches it, or at
+    most that long, on new environments and action draws seeded by ``env_seed``, the same for every
+    branch (common random numbers: each starts as a fork sweep's run starts, on new environments;
+    carried on from the branch before, the first episodes were partly another policy's)."""
     engine, cfg = run.engine, run.cfg
     start = time.perf_counter()
-    branch.warmup_steps = engine.resize_now(branch.n_envs)
+    if target is None:
+        branch.warmup_steps = engine.resize_now(branch.n_envs)
+    else:
+        branch.warmup_steps = engine.restart_envs(branch.n_envs, env_seed)
     updates = max(1, round(window_steps / (branch.n_envs * cfg.agent.n_steps)))
     steps_before = engine.optimizer_steps
     anneal = run.lr_now() / run.state.base_lr if run.state.base_lr > 0 else 1.0  # the run's annealing, as is
     branch.episodes = []
+    window = GoalWindow()  # its own episodes only, as a branch of a fork sweep counts them
     for _ in range(updates):
         result = engine.update(branch.lr * anneal)
         branch.agent_steps += result.agent_steps
         branch.episodes += result.episodes
+        if target is not None:
+            for episode_return, _length in result.episodes:
+                window.add(episode_return)
+            if window.reached(target):
+                branch.reached = True
+                break
     branch.examples = branch.agent_steps * cfg.epochs_per_batch
     branch.optimizer_steps = engine.optimizer_steps - steps_before
-    branch.progress = before - engine.heldout_losses(heldout)
+    if heldout is not None:
+        branch.progress = before - engine.heldout_losses(heldout)
     branch.end = engine.snapshot()
     branch.seconds = time.perf_counter() - start
 
@@ -125,20 +148,28 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
     start = time.perf_counter()
     trunk, trunk_state, trunk_envs = engine.snapshot(), replace(s, goals=dict(s.goals)), s.n_envs
     branches = plan_branches(run)
+    by_reach = cfg.control.progress == "reach"
+    target = reach_target(run) if by_reach else None
+    if by_reach and target is None:
+        run.controller.measured(s.agent_steps, run.signal)
+        print(f"measurement at {s.agent_steps:,} agent steps skipped: no goal above the mean return "
+              f"({run.window.mean}) left to race the branches to; holding the batch", flush=True)
+        return []
     try:
-        heldout = engine.heldout_batch(cfg.control.heldout_rollouts)
-        before = engine.heldout_losses(heldout)
+        # The held-out rows are what the losses' progress is read on; a race to a goal needs none.
+        heldout = None if by_reach else engine.heldout_batch(cfg.control.heldout_rollouts)
+        before = None if by_reach else engine.heldout_losses(heldout)
         by_return = cfg.control.progress == "return"
         episode_seed = 1_000_003 + 7_919 * s.measurements + cfg.run.seed  # one per measurement, every branch
         played = 0
         if by_return:
             trunk_returns, played = play_episodes(run, episode_seed)
-        window_steps = cfg.control.branch_window * trunk_envs * cfg.agent.n_steps
+        window_steps = cfg.control.window_updates * trunk_envs * cfg.agent.n_steps
         done = []
         for branch in branches:
             engine.restore(trunk)
             try:
-                run_branch(run, branch, heldout, before, window_steps)
+                run_branch(run, branch, heldout, before, window_steps, target, episode_seed)
                 if by_return:
                     returns, steps = play_episodes(run, episode_seed)
                     branch.returns, played = returns - trunk_returns, played + steps
@@ -153,30 +184,40 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
         for f in fields(s):
             setattr(s, f.name, getattr(trunk_state, f.name))
         raise
-    if len(done) < 2:  # nothing to compare: the trunk goes on at its batch until the next measurement
+    heldout_steps = 0 if heldout is None else heldout.size
+    readable = [b for b in done if b.reached] if by_reach else done
+    if len(readable) < 2:  # nothing to compare: the trunk goes on at its batch until the next measurement
         engine.restore(trunk)
-        count(run, heldout.size + played, done, None, engine.resize_now(trunk_envs), time.perf_counter() - start)
+        count(run, heldout_steps + played, done, None, engine.resize_now(trunk_envs), time.perf_counter() - start)
         run.controller.measured(s.agent_steps, run.signal)
-        print(f"measurement: {len(done)} of {len(branches)} branches finished, too few to read; holding "
-              "the batch until the next measurement", flush=True)
+        what = f"reached the goal {target:g}" if by_reach else "finished"
+        hint = (f" (each may take {cfg.control.window_updates:g} updates' worth at the current batch: "
+                "--branch-window)" if by_reach else "")
+        print(f"measurement: {len(readable)} of {len(branches)} branches {what}, too few to read{hint}; "
+              "holding the batch until the next measurement", flush=True)
         return []
     branches = done
-    readings = {measure: read(branches, measure) for measure in PROGRESS_MEASURES
-                if measure != "return" or by_return}
+    measures = ("reach",) if by_reach else ("total", "policy", *(("return",) if by_return else ()))
+    readings = {measure: read(branches, measure) for measure in measures}
     reading, (low, high) = readings[cfg.control.progress]
-    chosen = choose(branches, reading.critical_batch)
+    chosen = choose(readable, reading.critical_batch)
     engine.restore(chosen.end)
-    warmup = engine.resize_now(chosen.n_envs)
+    # By reach, on new environments again: the last branch's episodes under way are not the run's.
+    warmup = engine.restart_envs(chosen.n_envs, episode_seed + 1) if by_reach else engine.resize_now(chosen.n_envs)
     s.n_envs, s.base_lr = chosen.n_envs, chosen.lr
     s.measurements += 1
     elapsed = time.perf_counter() - start
-    overhead = count(run, heldout.size + played, branches, chosen, warmup, elapsed)
+    overhead = count(run, heldout_steps + played, branches, chosen, warmup, elapsed)
     run.controller.measured(s.agent_steps, run.signal, reading.critical_batch)
     run.settled = False  # the pool was resized: the next update's time is not a steady one
     interval = f"90 % {low:,.0f}-{high:,.0f}" if math.isfinite(low) else "interval undefined"
     others = "; ".join(f"by {PROGRESS_NAMES[measure]} {other.critical_batch:,.0f}" if other.defined
                        else f"by {PROGRESS_NAMES[measure]} undefined"
                        for measure, (other, _) in readings.items() if measure != cfg.control.progress)
+    if by_reach:
+        missed = [f"{b.batch:,.0f}" for b in branches if not b.reached]
+        others = (f"to {target:g} in {'/'.join(f'{b.examples:,}' for b in readable)} examples"
+                  + (f"; not reached at {', '.join(missed)}" if missed else ""))
     print(f"measured at {s.agent_steps:,} agent steps ({why}), by {PROGRESS_NAMES[cfg.control.progress]}: "
           f"{reading.describe()}, {interval} ({others}); continuing from the {chosen.batch:,.0f} branch "
           f"({chosen.n_envs} envs, lr {chosen.lr:.2e}); {elapsed:.1f} s, {overhead:.1f} s and "
@@ -191,6 +232,8 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
     for b in branches:
         metrics[tags.BRANCH_PROGRESS.format(multiplier=b.multiplier)] = (
             1e3 * float(progress_of(b, cfg.control.progress).sum()) / b.examples)
+    if by_reach:
+        metrics[tags.MEASURE_TARGET] = target
     run.logger.scalars(metrics, s.agent_steps)
     return chosen.episodes or []
 
@@ -232,14 +275,27 @@ def count(run: Run, heldout_steps: int, branches: list[BranchRun], chosen: Branc
     return overhead
 
 
-# What a branch's progress is read as (config --progress): the fall of the held-out loss's parts, or
-# the rise of the return over episodes played with common seeds (only where asked: it costs episodes).
-PROGRESS_MEASURES = ("total", "policy", "return")
-PROGRESS_NAMES = {"total": "the total loss", "policy": "the policy loss", "return": "the return"}
+# How a branch's progress is named (config --progress): the fall of the held-out loss's parts, the
+# rise of the return over episodes played with common seeds (only where asked: it costs episodes), or
+# the goal reached (reach: then alone, for its branches' windows differ).
+PROGRESS_NAMES = {"total": "the total loss", "policy": "the policy loss", "return": "the return",
+                  "reach": "the examples to the goal"}
+
+
+def reach_target(run: Run) -> float | None:
+    """The goal a --progress reach measurement races its branches to: the lowest of --goals and
+    --stop-return above the trunk's mean return of its last episodes (None: none left)."""
+    mean = run.window.mean
+    goals = [g for g in (*run.cfg.env.goals, run.cfg.run.stop_return)
+             if math.isfinite(g) and (mean is None or g > mean)]
+    return min(goals) if goals else None
 
 
 def progress_of(branch: BranchRun, measure: str) -> np.ndarray:
-    """The branch's progress per held-out environment by ``measure``."""
+    """The branch's progress per held-out environment by ``measure``; by reach, one goal's worth (1)
+    where the branch reached it, nan where it did not (it is left out of the fit)."""
+    if measure == "reach":
+        return np.array([1.0 if branch.reached else math.nan])
     if measure == "return":
         return branch.returns
     parts = branch.progress
@@ -248,10 +304,24 @@ def progress_of(branch: BranchRun, measure: str) -> np.ndarray:
 
 def read(branches: list[BranchRun], measure: str) -> tuple[Reading, tuple[float, float]]:
     """B_crit fitted to the branches' progress by ``measure``, and its 90 % interval."""
+    if measure == "reach":
+        return read_reach(branches)
     progress = np.stack([progress_of(b, measure) for b in branches], axis=1)  # (held-out envs, branches)
     reading = fit_critical_batch([Branch(b.batch, b.examples, b.optimizer_steps, float(progress[:, i].sum()))
                                   for i, b in enumerate(branches)])
     return reading, bootstrap_interval(progress, [b.batch for b in branches], [b.examples for b in branches])
+
+
+def read_reach(branches: list[BranchRun]) -> tuple[Reading, tuple[float, float]]:
+    """B_crit from the examples E_i the branches that reached the goal took. Eq. 2.11 puts them on
+    E(B) = E_min·(1 + B/B_crit): one goal's progress per example, 1/E_i, falls as 1/(B + B_crit),
+    the very law ``fit_critical_batch`` fits to progress over a common window, so the branches enter
+    it as if each had trained on the same examples and made E/E_i of a goal's progress. No interval:
+    each batch ran once, there are no paired slices to resample."""
+    reached = [b for b in branches if b.reached]
+    common = int(round(float(np.mean([b.examples for b in reached]))))
+    reading = fit_critical_batch([Branch(b.batch, common, b.optimizer_steps, common / b.examples) for b in reached])
+    return reading, (math.nan, math.nan)
 
 
 def choose(branches: list[BranchRun], critical_batch: float) -> BranchRun:
