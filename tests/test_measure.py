@@ -199,3 +199,14 @@ def test_progress_reach_races_each_branch_to_the_next_goal_and_continues_from_on
     assert summary["measure_examples"] == sum(e for m, e in examples.items() if m != chosen)
     assert summary["examples"] == sum(examples.values())  # nothing trained after: --total-frames 1
     assert summary["goals"]["40"]["agent_steps"] == summary["agent_steps"]  # met by the continued branch
+
+
+def test_a_race_to_a_goal_the_policy_already_meets_says_it_reads_the_wait_for_episodes(tmp_path):
+    """CartPole's first policy lasts ~20 steps an episode: a race to a mean of 10 is met by the first 20 episodes of
+    every branch, whose examples are then the wait for them to end; the run says so."""
+    result = run_in_process(["rlscale.train", "cartpole", "--serial", "--batch", "measured", "--remeasure", "1e9",
+                             "--progress", "reach", "--goals", "10", "--total-frames", "1", "--n-envs", "8",
+                             "--log-interval", "600", "--run-dir", str(tmp_path / "run")])
+    assert result.returncode == 0, result.stderr
+    assert ("measurement: the goal 10 was met with the first 20 episodes of the 20, 40, 80, 160 branch(es)"
+            in result.stdout)

@@ -386,6 +386,18 @@ def test_a_restart_with_a_seed_steps_alike_whatever_ran_before(serial, ray_insta
     assert not np.array_equal(first[0].obs, other.obs)
 
 
+def test_a_restart_seeds_minatar_with_a_measurements_seed():
+    """A measurement's seed (over a million) seeds environments that take seeds under 2**32 only."""
+    cfg = build_config("minatar-breakout", None, {"n_envs": 8, "vector_size": 8, "min_envs": 8, "serial": True})
+    spec, weights = weights_for(cfg)
+    pool = SerialPool(cfg, spec)
+    try:
+        pool.restart(16, seed=1_000_003 + 7_919 * 3)
+        assert pool.collect(weights).n_envs == 16
+    finally:
+        pool.close()
+
+
 def test_too_many_actor_failures_stop_with_a_clear_error(ray_instance):
     cfg = cartpole(n_envs=4, vector_size=2, max_actor_failures=1)
     spec, weights = weights_for(cfg)

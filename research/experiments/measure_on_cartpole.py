@@ -4,8 +4,9 @@ trunk it branches, on CartPole where such a sweep takes minutes (research/notebo
 
     python research/experiments/measure_on_cartpole.py --out DIR [--seeds 0 1 2 3 4] [--window 32]
         [--progress total|policy|return|reach] [--episodes 16] [--multipliers 0.5 1 2 4 8 16]
+        [--trunk-frames 12000] [--goals 100 150]
 
-With --progress reach each branch races to return 150 (the sweep's goal) and --window is its cap
+With --progress reach each branch races to the last of --goals (the sweep's goal) and --window is its cap
 in updates at the trunk's batch (2000 if not given).
 
 Resumable: each finished run is skipped, an interrupted one resumed. Steps: the trunk (tests/test_branch.py's:
@@ -60,24 +61,26 @@ def main() -> None:
     p.add_argument("--progress", default="total", choices=("total", "policy", "return", "reach"))
     p.add_argument("--episodes", type=int, default=16, help="--progress-episodes, with --progress return")
     p.add_argument("--multipliers", nargs="*", default=MULTIPLIERS, help="--branches")
+    p.add_argument("--trunk-frames", default="12000", help="the trunk's agent steps (a later fork point: more)")
+    p.add_argument("--goals", nargs=2, default=list(GOALS), help="the sweep's two goals after the fork")
     args = p.parse_args()
     by_return, by_reach = args.progress == "return", args.progress == "reach"
     if args.window is None:
         args.window = 2000.0 if by_reach else 32.0
     name = f"w{args.window:g}" + (f"-return{args.episodes}" if by_return else "")
     if by_reach:
-        name = f"reach{GOALS[-1]}-x{args.multipliers[0]}-{args.multipliers[-1]}"
+        name = f"reach{args.goals[-1]}-x{args.multipliers[0]}-{args.multipliers[-1]}"
     if args.multipliers != MULTIPLIERS and not by_reach:
         name += f"-x{args.multipliers[0]}-{args.multipliers[-1]}"
     trunk = args.out / "trunk"
-    train(trunk, "--total-frames", "12000", "--lr", f"{TRUNK_LR:g}", "--n-envs", str(TRUNK_ENVS))
+    train(trunk, "--total-frames", args.trunk_frames, "--lr", f"{TRUNK_LR:g}", "--n-envs", str(TRUNK_ENVS))
     for n in SWEEP_ENVS:
         lr = TRUNK_LR * math.sqrt(n / TRUNK_ENVS)  # the power rule, as the branches of a measurement take it
         for seed in (0, 1, 2):
             train(args.out / "sweep" / f"b{n * 5}-s{seed}", "--init-from", str(trunk), "--n-envs", str(n),
-                  "--lr", f"{lr:.3g}", "--seed", str(seed), "--total-frames", "300000", "--stop-return", GOALS[-1],
-                  "--goals", *GOALS)
-    fit = subprocess.run([sys.executable, "-m", "rlscale.pareto", str(args.out / "sweep"), "--goals", *GOALS],
+                  "--lr", f"{lr:.3g}", "--seed", str(seed), "--total-frames", "300000", "--stop-return", args.goals[-1],
+                  "--goals", *args.goals)
+    fit = subprocess.run([sys.executable, "-m", "rlscale.pareto", str(args.out / "sweep"), "--goals", *args.goals],
                          capture_output=True, text=True)
     print(fit.stdout[-3000:], fit.stderr[-1000:], flush=True)
     sweep = {row["goal"]: float(row["B_crit"]) for row in csv.DictReader((args.out / "sweep" / "pareto.csv").open())}
@@ -86,7 +89,7 @@ def main() -> None:
               "--remeasure", "1e9", "--branches", *args.multipliers, "--branch-window", f"{args.window:g}",
               "--n-envs", str(TRUNK_ENVS), "--min-envs", "4", "--max-envs", "128", "--lr", f"{TRUNK_LR:g}",
               "--total-frames", "1", "--seed", str(seed), "--progress", args.progress,
-              "--progress-episodes", str(args.episodes), *(["--goals", GOALS[-1]] if by_reach else []))
+              "--progress-episodes", str(args.episodes), *(["--goals", args.goals[-1]] if by_reach else []))
     readings = []
     for run in sorted((args.out / "measured").glob(f"{name}-s*")):
         scalars = read_scalars(run)

@@ -353,11 +353,14 @@ class Pool:
         self.resize(n_envs)
         adds: list[tuple[int, list[int], int]] = []
         removes: list[int] = []
+        # One seed per vector env, drawn from ``seed`` and its place alone, under 2**31 (MinAtar's and
+        # ALE's environments take no larger, and each env i of a vector env is seeded seed + i).
+        seeds = np.random.SeedSequence(seed).generate_state(sum(self.vector_envs_per_worker)) % 2**31
         k = 0
         for w, count in enumerate(self.vector_envs_per_worker):
             for _ in range(count):
                 ids, _ = self._new_vector_ids()
-                adds.append((w, ids, seed * 1_000_003 + k * self.vector_size))
+                adds.append((w, ids, int(seeds[k])))
                 removes.append(w)
                 k += 1
         warmup = self._apply(adds, removes, background=False)

@@ -42,7 +42,7 @@ from rlscale import tags
 from rlscale.config import Config
 from rlscale.control.controller import BatchController
 from rlscale.control.critical import Branch, Reading, bootstrap_interval, fit_critical_batch
-from rlscale.goals import GoalWindow
+from rlscale.goals import GOAL_WINDOW, GoalWindow
 from rlscale.training.engine import NativeEngine
 from rlscale.training.logger import RunLogger
 
@@ -81,6 +81,7 @@ class BranchRun:
     returns: np.ndarray | None = None  # --progress return: each episode's return rise over the trunk's
     episodes: list[tuple[float, int]] | None = None
     reached: bool = False  # --progress reach: its own last episodes' mean met the target
+    at_once: bool = False  # ... with its first GOAL_WINDOW episodes: the wait for them, not learning
     end: dict[str, Any] | None = None  # the engine's snapshot at the window's end
 
 
@@ -122,16 +123,19 @@ def run_branch(run: Run, branch: BranchRun, heldout: Any, before: np.ndarray | N
     steps_before = engine.optimizer_steps
     anneal = run.lr_now() / run.state.base_lr if run.state.base_lr > 0 else 1.0  # the run's annealing, as is
     branch.episodes = []
-    window = GoalWindow()  # its own episodes only, as a branch of a fork sweep counts them
+    window, seen = GoalWindow(), 0  # its own episodes only, as a branch of a fork sweep counts them
     for _ in range(updates):
         result = engine.update(branch.lr * anneal)
         branch.agent_steps += result.agent_steps
         branch.episodes += result.episodes
         if target is not None:
-            for episode_return, _length in result.episodes:
+            for episode_return, _length in result.episodes:  # episode by episode, as the run's goals
                 window.add(episode_return)
-            if window.reached(target):
-                branch.reached = True
+                seen += 1
+                if window.reached(target):
+                    branch.reached, branch.at_once = True, seen == GOAL_WINDOW
+                    break
+            if branch.reached:
                 break
     branch.examples = branch.agent_steps * cfg.epochs_per_batch
     branch.optimizer_steps = engine.optimizer_steps - steps_before
@@ -214,6 +218,10 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
     others = "; ".join(f"by {PROGRESS_NAMES[measure]} {other.critical_batch:,.0f}" if other.defined
                        else f"by {PROGRESS_NAMES[measure]} undefined"
                        for measure, (other, _) in readings.items() if measure != cfg.control.progress)
+    if by_reach and any(b.at_once for b in readable):
+        print(f"measurement: the goal {target:g} was met with the first {GOAL_WINDOW} episodes of the "
+              f"{', '.join(f'{b.batch:,.0f}' for b in readable if b.at_once)} branch(es): their examples are the "
+              "wait for episodes to end, not learning; give goals further above the run's score", flush=True)
     if by_reach:
         missed = [f"{b.batch:,.0f}" for b in branches if not b.reached]
         others = (f"to {target:g} in {'/'.join(f'{b.examples:,}' for b in readable)} examples"
