@@ -145,7 +145,7 @@ class ControlConfig:
     branch_window: float = opt(0.0, "measured: examples each branch trains, in updates at the current batch (at "
                                "least the largest multiplier, so every branch takes one update); with --progress "
                                "reach, the most a branch may take before it counts as not reaching the goal "
-                               f"(0: {BRANCH_WINDOW_UPDATES} updates, with reach {REACH_CAP_UPDATES})")
+                               f"(0: {BRANCH_WINDOW_UPDATES:g} updates, with reach {REACH_CAP_UPDATES:,.0f})")
     progress: str = opt("total", "measured: the progress a branch is read by: the fall over its window of the "
                         "optimised loss on held-out rows, total (policy and value parts) or policy (the policy part "
                         "alone), both logged; return, the rise of the mean return over --progress-episodes "
@@ -426,9 +426,11 @@ class Config:
         if len(set(c.branches)) != len(c.branches):
             raise UserError("--branches multipliers must differ from one another")
         if c.branch_window < 0:
-            raise UserError(f"--branch-window must be 0 (the default for --progress) or positive, got {c.branch_window:g}")
+            raise UserError(f"--branch-window must be positive, or 0 for --progress's default; got {c.branch_window:g}")
         if not c.window_updates >= max(c.branches):
-            raise UserError(f"--branch-window {c.window_updates:g} is under one update for the {max(c.branches):g}x "
+            given = f"--branch-window {c.window_updates:g}" if c.branch_window else \
+                f"--branch-window's default for --progress {c.progress} ({c.window_updates:g})"
+            raise UserError(f"{given} is under one update for the {max(c.branches):g}x "
                             f"branch: give at least {max(c.branches):g} (updates at the current batch)")
         if c.progress == "reach" and not any(math.isfinite(g) for g in (*self.env.goals, r.stop_return)):
             raise UserError("--progress reach races the branches to the run's next goal: give --goals or "

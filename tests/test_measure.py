@@ -181,12 +181,15 @@ def test_a_race_to_the_goal_reads_bcrit_from_the_examples_each_batch_took():
 def test_progress_reach_races_each_branch_to_the_next_goal_and_continues_from_one_that_reached_it(tmp_path):
     """From the start, 4 branches (20-160 observations) each train until their own last 20 episodes' mean return
     reaches 40, the reading is eq. 2.11 over the examples they took, and the run goes on from a branch that met
-    the goal: the goal counts at the measurement's end, and the branches not continued are the overhead."""
+    the goal: the goal counts at the measurement's end, and the branches not continued are the overhead. The
+    goal is --stop-return too, so the run stops there, with budget left."""
     run_dir = tmp_path / "run"
     result = run_in_process(["rlscale.train", "cartpole", "--serial", "--batch", "measured", "--remeasure", "1e9",
-                             "--progress", "reach", "--goals", "40", "--branch-window", "400", "--total-frames",
-                             "1", "--n-envs", "8", "--log-interval", "600", "--run-dir", str(run_dir)])
+                             "--progress", "reach", "--goals", "40", "--stop-return", "40", "--branch-window", "2000",
+                             "--total-frames", "200000", "--n-envs", "8", "--log-interval", "600",
+                             "--run-dir", str(run_dir)])
     assert result.returncode == 0, result.stderr
+    assert "reached --stop-return 40" in result.stdout
     assert "by the examples to the goal: B_crit" in result.stdout and "not reached" not in result.stdout
     scalars, summary = read_scalars(run_dir), _summary(run_dir)
     per_example = {m: float(scalars[tags.BRANCH_PROGRESS.format(multiplier=m)][1][-1]) for m in (0.5, 1, 2, 4)}
@@ -197,7 +200,7 @@ def test_progress_reach_races_each_branch_to_the_next_goal_and_continues_from_on
     assert float(scalars[tags.MEASURE_TARGET][1][-1]) == 40
     chosen = next(m for m in examples if 5 * 8 * m == summary["n_envs"] * 5)
     assert summary["measure_examples"] == sum(e for m, e in examples.items() if m != chosen)
-    assert summary["examples"] == sum(examples.values())  # nothing trained after: --total-frames 1
+    assert summary["examples"] == sum(examples.values()) and summary["finished"]  # it stopped there
     assert summary["goals"]["40"]["agent_steps"] == summary["agent_steps"]  # met by the continued branch
 
 

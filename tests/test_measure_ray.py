@@ -12,14 +12,15 @@ from rlscale.reports.events import read_scalars
 from tests.conftest import run_in_process
 
 pytestmark = pytest.mark.usefixtures("ray_instance")
-SMALL = ["--n-envs", "8", "--branch-window", "4", "--log-interval", "600"]
+SMALL = ["--n-envs", "8", "--branch-window", "400", "--log-interval", "600"]
 
 
 @pytest.mark.timeout(300)
 def test_a_ray_run_measures_twice_logs_the_reading_and_its_cost_and_resizes(tmp_path):
     run_dir = tmp_path / "run"
-    result = run_in_process(["rlscale.train", "cartpole", "--batch", "measured", "--total-frames", "8000",
-                             *SMALL, "--run-dir", str(run_dir)])
+    # Racing to goals (--progress reach): every branch restarts the actors' environments with one seed.
+    result = run_in_process(["rlscale.train", "cartpole", "--batch", "measured", "--progress", "reach", "--goals",
+                             "30", "45", "60", "--total-frames", "16000", *SMALL, "--run-dir", str(run_dir)])
     assert result.returncode == 0, result.stderr
     assert "2 Ray actors" in result.stdout or "Ray actor" in result.stdout  # the pool is Ray's, not serial
     lines = [line for line in result.stdout.splitlines() if line.startswith("measured at")]

@@ -350,19 +350,25 @@ class Pool:
         under way are dropped; returns the new environments' random warm-up steps."""
         if self.in_flight:
             raise RuntimeError("a rollout is in flight; collect it before restarting the environments")
-        self.resize(n_envs)
+        if n_envs % self.vector_size or n_envs <= 0:
+            raise ValueError(f"n_envs {n_envs} is not a positive multiple of {self.vector_size}")
+        # Every environment goes and n_envs new ones come, in one order to the workers (each
+        # builds only its new ones); placed as a resize from nothing would place them.
+        removes = [w for w, count in enumerate(self.vector_envs_per_worker) for _ in range(count)]
+        counts = self.vector_envs_per_worker = [0] * len(self.vector_envs_per_worker)
+        if self.max_vector_envs:
+            while len(counts) < self.workers_for(n_envs):
+                counts.append(0)
+                self._add_worker()
+        # One seed per vector env, from ``seed`` and its place alone; under 2**31 once each env i of
+        # a vector env adds i (MinAtar's and ALE's environments take no larger).
+        vectors = n_envs // self.vector_size
+        seeds = np.random.SeedSequence(seed).generate_state(vectors) % (2**31 - self.vector_size)
         adds: list[tuple[int, list[int], int]] = []
-        removes: list[int] = []
-        # One seed per vector env, drawn from ``seed`` and its place alone, under 2**31 (MinAtar's and
-        # ALE's environments take no larger, and each env i of a vector env is seeded seed + i).
-        seeds = np.random.SeedSequence(seed).generate_state(sum(self.vector_envs_per_worker)) % 2**31
-        k = 0
-        for w, count in enumerate(self.vector_envs_per_worker):
-            for _ in range(count):
-                ids, _ = self._new_vector_ids()
-                adds.append((w, ids, int(seeds[k])))
-                removes.append(w)
-                k += 1
+        for k in range(vectors):
+            w = int(np.argmin(counts))
+            adds.append((w, self._new_vector_ids()[0], int(seeds[k])))
+            counts[w] += 1
         warmup = self._apply(adds, removes, background=False)
         self._reseed_actions(seed)
         self.warmup_steps += warmup

@@ -219,7 +219,7 @@ class NativeEngine:
         return {"learner": self.learner.state_dict(), "torch_rng": torch.get_rng_state()}
 
     # Branching (--batch measured, rlscale/training/measure.py): the learner's state forked and
-    # joined in this process; the environments go on stepping (their states are not forked).
+    # joined in this process; the environments go on stepping (not forked), or restart alike (restart_envs).
 
     def snapshot(self) -> dict[str, Any]:
         """A copy of the learner's state (network, optimizer, noise averages, counters) and the RNG."""

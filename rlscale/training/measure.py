@@ -3,8 +3,9 @@
 One call, ``measure_critical_batch(run, why)``: fork the learner's state into branches at several
 batch sizes (--branches, multipliers of the current batch; each at the learning rate the run's
 rule gives it), train each on the same examples (--branch-window updates' worth at the current
-batch), read B_crit from their progress (eq. 2.11, rlscale/control/critical.py), and continue
-from the branch nearest to it, so its window is not wasted (DESIGN §2c; docs/batch-control.md).
+batch; with --progress reach, until each meets the next goal), read B_crit from their progress (eq.
+2.11, rlscale/control/critical.py), and continue from the branch nearest to it, so its window is not
+wasted (DESIGN §2c; docs/batch-control.md).
 
 The progress measure (--progress) is the fall of the optimised loss on a held-out batch (total,
 or its policy part): collected with the trunk's weights before branching, trained on by no
@@ -17,7 +18,7 @@ last GOAL_WINDOW episodes reaches the run's next goal, or until --branch-window 
 examples, and the examples it took are read by eq. 2.11 (E = E_min·(1 + B/B_crit), so 1/E is its
 progress per example); the continued branch has reached the goal, so its examples are the run's.
 The training environments are not forked: each branch steps them on from where the last one
-left them.
+left them, except in a race (reach), where every branch starts on new environments seeded alike.
 
 Bookkeeping: every branch's agent steps and examples count in the run's totals (the budget
 included), and the optimizer steps of the branches not continued are kept in
@@ -127,6 +128,7 @@ def run_branch(run: Run, branch: BranchRun, heldout: Any, before: np.ndarray | N
     for _ in range(updates):
         result = engine.update(branch.lr * anneal)
         branch.agent_steps += result.agent_steps
+        branch.warmup_steps += result.warmup_steps  # environments that joined during the window
         branch.episodes += result.episodes
         if target is not None:
             for episode_return, _length in result.episodes:  # episode by episode, as the run's goals
@@ -157,14 +159,17 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
     if by_reach and target is None:
         run.controller.measured(s.agent_steps, run.signal)
         print(f"measurement at {s.agent_steps:,} agent steps skipped: no goal above the mean return "
-              f"({run.window.mean}) left to race the branches to; holding the batch", flush=True)
+              f"({run.window.mean or 0:.1f}) left to race the branches to; holding the batch", flush=True)
         return []
     try:
         # The held-out rows are what the losses' progress is read on; a race to a goal needs none.
         heldout = None if by_reach else engine.heldout_batch(cfg.control.heldout_rollouts)
         before = None if by_reach else engine.heldout_losses(heldout)
         by_return = cfg.control.progress == "return"
-        episode_seed = 1_000_003 + 7_919 * s.measurements + cfg.run.seed  # one per measurement, every branch
+        # One seed for every branch of this measurement (environments, action draws, episodes played)
+        # and another for the run's environments after it; from the run's seed and this point alone.
+        episode_seed, after_seed = (int(x) for x in np.random.SeedSequence([cfg.run.seed, s.agent_steps])
+                                    .generate_state(2) % 2**31)
         played = 0
         if by_return:
             trunk_returns, played = play_episodes(run, episode_seed)
@@ -181,6 +186,31 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
             except Exception as err:  # noqa: BLE001 - one branch's failure is reported, not the run's end
                 print(f"measurement: the {branch.multiplier:g}x branch ({branch.n_envs} envs) failed "
                       f"({type(err).__name__}: {err}); reading the others", flush=True)
+        heldout_steps = 0 if heldout is None else heldout.size
+        readable = [b for b in done if b.reached] if by_reach else done
+        if len(readable) < 2:  # nothing to compare: the trunk goes on at its batch until the next measurement
+            engine.restore(trunk)
+            warmup = engine.restart_envs(trunk_envs, after_seed) if by_reach else engine.resize_now(trunk_envs)
+            count(run, heldout_steps + played, done, None, warmup, time.perf_counter() - start)
+            run.controller.measured(s.agent_steps, run.signal)
+            what = f"reached the goal {target:g}" if by_reach else "finished"
+            hint = (f" (each may take {cfg.control.window_updates:g} updates' worth at the current batch: "
+                    "--branch-window)" if by_reach else "")
+            print(f"measurement: {len(readable)} of {len(branches)} branches {what}, too few to read{hint}; "
+                  "holding the batch until the next measurement", flush=True)
+            return []
+        branches = done
+        measures = ("reach",) if by_reach else ("total", "policy", *(("return",) if by_return else ()))
+        readings = {measure: read(branches, measure) for measure in measures}
+        reading, (low, high) = readings[cfg.control.progress]
+        chosen = choose(readable, reading.critical_batch)
+        engine.restore(chosen.end)
+        # By reach, on new environments again: the last branch's episodes under way are not the run's.
+        warmup = engine.restart_envs(chosen.n_envs, after_seed) if by_reach else engine.resize_now(chosen.n_envs)
+        s.n_envs, s.base_lr = chosen.n_envs, chosen.lr
+        s.measurements += 1
+        elapsed = time.perf_counter() - start
+        overhead = count(run, heldout_steps + played, branches, chosen, warmup, elapsed)
     except BaseException:
         # The trunk as it was, so the checkpoint written next resumes before this measurement.
         engine.restore(trunk)
@@ -188,30 +218,6 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
         for f in fields(s):
             setattr(s, f.name, getattr(trunk_state, f.name))
         raise
-    heldout_steps = 0 if heldout is None else heldout.size
-    readable = [b for b in done if b.reached] if by_reach else done
-    if len(readable) < 2:  # nothing to compare: the trunk goes on at its batch until the next measurement
-        engine.restore(trunk)
-        count(run, heldout_steps + played, done, None, engine.resize_now(trunk_envs), time.perf_counter() - start)
-        run.controller.measured(s.agent_steps, run.signal)
-        what = f"reached the goal {target:g}" if by_reach else "finished"
-        hint = (f" (each may take {cfg.control.window_updates:g} updates' worth at the current batch: "
-                "--branch-window)" if by_reach else "")
-        print(f"measurement: {len(readable)} of {len(branches)} branches {what}, too few to read{hint}; "
-              "holding the batch until the next measurement", flush=True)
-        return []
-    branches = done
-    measures = ("reach",) if by_reach else ("total", "policy", *(("return",) if by_return else ()))
-    readings = {measure: read(branches, measure) for measure in measures}
-    reading, (low, high) = readings[cfg.control.progress]
-    chosen = choose(readable, reading.critical_batch)
-    engine.restore(chosen.end)
-    # By reach, on new environments again: the last branch's episodes under way are not the run's.
-    warmup = engine.restart_envs(chosen.n_envs, episode_seed + 1) if by_reach else engine.resize_now(chosen.n_envs)
-    s.n_envs, s.base_lr = chosen.n_envs, chosen.lr
-    s.measurements += 1
-    elapsed = time.perf_counter() - start
-    overhead = count(run, heldout_steps + played, branches, chosen, warmup, elapsed)
     run.controller.measured(s.agent_steps, run.signal, reading.critical_batch)
     run.settled = False  # the pool was resized: the next update's time is not a steady one
     interval = f"90 % {low:,.0f}-{high:,.0f}" if math.isfinite(low) else "interval undefined"

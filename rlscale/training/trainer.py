@@ -210,8 +210,12 @@ def train_loop(run: Run) -> None:
     while s.agent_steps < total:
         why = run.controller.measurement_due(s.agent_steps, run.signal)
         if why is not None:  # --batch measured: branch, read B_crit, continue from the chosen branch
-            for episode_return, length in measure_critical_batch(run, why):
-                record_episode(run, episode_return, length)
+            met = [record_episode(run, episode_return, length)
+                   for episode_return, length in measure_critical_batch(run, why)]
+            if any(met):  # a race to --stop-return ends there (the continued branch met it)
+                print(f"stop: mean return {run.window.full_mean:.1f} reached --stop-return "
+                      f"{cfg.run.stop_return:g}", flush=True)
+                break
             continue
         start = time.perf_counter()
         lr = run.last_lr = run.lr_now()
