@@ -96,7 +96,7 @@ SECONDS_PER_OBSERVATION = "perf/seconds_per_observation"  # b, per observation c
 # --batch measured (rlscale/training/measure.py): logged at the agent step each measurement ends.
 MEASURED_BATCH = "measure/critical_batch"  # B_crit read from the branches (eq. 2.11 over their progress)
 MEASURED_BATCH_BY = "measure/critical_batch_{progress}"  # the reading by each progress measure (total, policy, return, reach)
-MEASURED_LOW = "measure/critical_low"  # its 90 % bootstrap interval over the held-out environments
+MEASURED_LOW = "measure/critical_low"  # its 90 % interval (a bootstrap; with reach, the fit's s.e.)
 MEASURED_HIGH = "measure/critical_high"
 MEASURED_EFFICIENT = "measure/efficient_batch"  # Merrill et al.'s rule: the largest batch within 20 % per example
 BRANCH_PROGRESS = "measure/progress_x{multiplier:g}"  # a branch's progress per 1,000 examples by --progress

@@ -165,17 +165,24 @@ def _reach_branch(batch: float, examples: int, reached: bool = True) -> measure.
 
 
 def test_a_race_to_the_goal_reads_bcrit_from_the_examples_each_batch_took():
-    """Examples to a goal on eq. 2.11's front, E = E_min(1 + B/B_crit), B_crit 85: the read-out recovers it; a
-    branch that missed the goal is left out whatever it spent; fed each branch's batch doubled, it reads 2x."""
+    """Examples to a goal on eq. 2.11's front, E = E_min(1 + B/B_crit), B_crit 85: the read-out recovers it, its
+    interval holds it and widens when the examples scatter; a branch that missed the goal is left out whatever it
+    spent; fed each branch's batch doubled, it reads 2x; two branches are solved exactly, without an interval."""
     batches = [20.0, 40.0, 80.0, 160.0, 320.0, 640.0]
     on_front = [_reach_branch(b, round(5_000 * (1 + b / 85))) for b in batches]
-    reading, interval = measure.read_reach(on_front)
+    reading, (low, high) = measure.read_reach(on_front)
     assert reading.critical_batch == pytest.approx(85, rel=0.01) and reading.bound == ""
-    assert all(math.isnan(end) for end in interval)  # one run per batch: nothing to resample
+    assert low <= 85 <= high and high / low < 1.05
+    scatter = (1.3, 0.8, 1.2, 0.7, 1.25, 0.9)
+    scattered = [_reach_branch(b.batch, round(b.examples * f)) for b, f in zip(on_front, scatter, strict=True)]
+    low_s, high_s = measure.read_reach(scattered)[1]
+    assert high_s / low_s > 2 * high / low
+    pair, pair_interval = measure.read_reach(on_front[1:3])
+    assert pair.critical_batch == pytest.approx(85, rel=0.02) and all(math.isnan(end) for end in pair_interval)
     missed = [*on_front, _reach_branch(1280.0, 2_000, reached=False)]
     assert measure.read_reach(missed)[0].critical_batch == pytest.approx(reading.critical_batch)
     doubled = [_reach_branch(2 * b.batch, b.examples) for b in on_front]
-    assert measure.read_reach(doubled)[0].critical_batch == pytest.approx(170, rel=0.01)
+    assert measure.read_reach(doubled)[0].critical_batch == pytest.approx(170, rel=0.02)
 
 
 def test_progress_reach_races_each_branch_to_the_next_goal_and_continues_from_one_that_reached_it(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlscale.reports.pareto_fit import fit_pareto
+from rlscale.control.pareto_fit import fit_pareto
 
 
 def front(s_min: float, e_min: float, batches: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

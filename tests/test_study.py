@@ -302,8 +302,8 @@ def test_bootstrap_interval_of_a_ratio_spans_the_seeds_and_collapses_without_spr
 def test_adaptive_runs_are_placed_against_the_fitted_front_and_its_knee():
     """pareto's table for adaptive runs: S/S_min and E/E_min of the goal's fit, median over seeds, and
     'at the knee' only when both medians are at most 2.5 (eq. 2.11 gives 2 and 2 at B = B_crit)."""
+    from rlscale.control.pareto_fit import ParetoFit
     from rlscale.reports.pareto import GoalResult, adaptive_rows
-    from rlscale.reports.pareto_fit import ParetoFit
 
     # record(): S = agent steps / 40 and E = agent steps; a jump at step s reaches goal 475 at s + 1,800.
     near = [record(f"c{s}", "critical", 16, 3_000 + 100 * s, 0.01) for s in range(5)]  # median at 5,000

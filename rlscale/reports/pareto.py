@@ -3,7 +3,7 @@
 For each goal score and each batch size, the fixed-batch runs at the best
 learning rate give the optimizer steps S and examples E to reach it (the mean
 return of the last 20 episodes first at or above the goal). Eq. 2.11 is fitted
-per goal (``rlscale.reports.pareto_fit``), giving S_min, E_min and B_crit = E_min/S_min.
+per goal (``rlscale.control.pareto_fit``), giving S_min, E_min and B_crit = E_min/S_min.
 Next to B_crit stand the noise scales the runs measured (total, policy and
 value loss), each averaged over training up to the goal (appendix D), with
 their ratio to B_crit.
@@ -51,9 +51,9 @@ import numpy as np
 
 from rlscale import tags
 from rlscale.cli import Parser, writable_dir
+from rlscale.control.pareto_fit import MIN_POINTS, ParetoFit, fit_pareto
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.goals import GOAL_WINDOW
-from rlscale.reports.pareto_fit import MIN_POINTS, ParetoFit, fit_pareto
 from rlscale.reports.plot import SIGNAL_COLORS, save_figure
 from rlscale.reports.runs import (
     GoalHit,

@@ -42,7 +42,14 @@ import numpy as np
 from rlscale import tags
 from rlscale.config import Config
 from rlscale.control.controller import BatchController
-from rlscale.control.critical import Branch, Reading, bootstrap_interval, fit_critical_batch
+from rlscale.control.critical import (
+    RESOLVABLE,
+    Branch,
+    Reading,
+    bootstrap_interval,
+    fit_critical_batch,
+)
+from rlscale.control.pareto_fit import MIN_POINTS, fit_pareto
 from rlscale.goals import GOAL_WINDOW, GoalWindow
 from rlscale.training.engine import NativeEngine
 from rlscale.training.logger import RunLogger
@@ -327,15 +334,27 @@ def read(branches: list[BranchRun], measure: str) -> tuple[Reading, tuple[float,
 
 
 def read_reach(branches: list[BranchRun]) -> tuple[Reading, tuple[float, float]]:
-    """B_crit from the examples E_i the branches that reached the goal took. Eq. 2.11 puts them on
-    E(B) = E_min·(1 + B/B_crit): one goal's progress per example, 1/E_i, falls as 1/(B + B_crit),
-    the very law ``fit_critical_batch`` fits to progress over a common window, so the branches enter
-    it as if each had trained on the same examples and made E/E_i of a goal's progress. No interval:
-    each batch ran once, there are no paired slices to resample."""
+    """B_crit from the optimizer steps S_i and examples E_i the branches that reached the goal took: eq.
+    2.11 fitted in log space (``fit_pareto``, as ``rlscale pareto`` reads a fork sweep: the reading and
+    its reference by one estimator), with a 90 % interval from the fit's standard error. Two branches
+    are solved exactly (``fit_critical_batch``: one goal's progress per example, 1/E_i, falls as
+    1/(B + B_crit)), without an interval. Merrill's rule reads the same per-example progress."""
     reached = [b for b in branches if b.reached]
     common = int(round(float(np.mean([b.examples for b in reached]))))
-    reading = fit_critical_batch([Branch(b.batch, common, b.optimizer_steps, common / b.examples) for b in reached])
-    return reading, (math.nan, math.nan)
+    as_progress = [Branch(b.batch, common, b.optimizer_steps, common / b.examples) for b in reached]
+    exact = fit_critical_batch(as_progress)
+    if len(reached) < MIN_POINTS:
+        return exact, (math.nan, math.nan)
+    fit = fit_pareto(np.array([b.optimizer_steps for b in reached], dtype=float),
+                     np.array([b.examples for b in reached], dtype=float))
+    batches = np.array([b.batch for b in reached])
+    bound = ("below" if fit.b_crit <= batches.min() / RESOLVABLE else
+             "above" if fit.b_crit >= batches.max() * RESOLVABLE else "")
+    reading = replace(exact, critical_batch=fit.b_crit, bound=bound, scale=math.nan, residual=fit.rms_log_residual)
+    spread = 1.645 * fit.b_crit_se / fit.b_crit  # the fit's s.e. of log B_crit, at 90 %
+    interval = ((fit.b_crit * math.exp(-spread), fit.b_crit * math.exp(spread)) if math.isfinite(spread)
+                else (math.nan, math.nan))
+    return reading, interval
 
 
 def choose(branches: list[BranchRun], critical_batch: float) -> BranchRun:
