@@ -220,3 +220,33 @@ def test_a_race_to_a_goal_the_policy_already_meets_says_it_reads_the_wait_for_ep
     assert result.returncode == 0, result.stderr
     assert ("measurement: the goal 10 was met with the first 20 episodes of the 20, 40, 80, 160 branch(es)"
             in result.stdout)
+
+
+def test_an_interrupt_as_a_race_continues_puts_the_trunk_back_and_the_resumed_run_measures_again(tmp_path,
+                                                                                               monkeypatch):
+    """Ctrl-C while the run restarts its environments for the chosen branch (after all 4 branches raced): the
+    checkpoint is the trunk's from before the measurement, nothing of it counted; resumed, it measures again."""
+    from rlscale.training.engine import NativeEngine
+
+    real, calls = NativeEngine.restart_envs, {"n": 0}
+
+    def interrupted_as_it_continues(self, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 5:  # 4 branches, then the continuation
+            raise KeyboardInterrupt
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(NativeEngine, "restart_envs", interrupted_as_it_continues)
+    run_dir = tmp_path / "run"
+    args = ["rlscale.train", "cartpole", "--serial", "--batch", "measured", "--remeasure", "1e9", "--progress",
+            "reach", "--goals", "40", "--branch-window", "2000", "--total-frames", "1", "--n-envs", "8",
+            "--log-interval", "600", "--run-dir", str(run_dir)]
+    assert run_in_process(args).returncode == 130
+    saved = checkpoint.load(checkpoint.latest(run_dir))
+    trunk = saved["trainer"]
+    assert trunk["measurements"] == 0 and trunk["agent_steps"] == 0 and trunk["branch_optimizer_steps"] == 0
+    assert saved["engine"]["learner"]["updates"] == 0  # the trunk's network, not the chosen branch's
+    monkeypatch.setattr(NativeEngine, "restart_envs", real)
+    resumed = run_in_process(["rlscale.train", "--resume", str(run_dir)])
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.count("measured at") == 1 and _summary(run_dir)["measurements"] == 1
