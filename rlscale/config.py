@@ -155,6 +155,9 @@ class ControlConfig:
                         ("total", "policy", "return", "reach"))
     progress_episodes: int = opt(16, "measured, --progress return: episodes the trunk and each branch play for the "
                                  "reading (their steps count in the run's agent steps)")
+    branch_runs: int = opt(1, "measured, --progress reach: races of each batch, each on its own environment seeds; "
+                           "B_crit is fitted to each batch's geometric mean of steps and examples, as rlscale pareto "
+                           "pools a sweep's seeds (one run a batch reads within 2x of the sweep at 1-3 of 5 seeds)")
     heldout_rollouts: int = opt(4, "measured: rollouts at the current batch collected for the held-out rows (more: a "
                                 "progress reading with less noise, at their agent steps' cost)")
     remeasure: float = opt(2.0, "measured: measure again once the agent steps have grown by this factor since the "
@@ -435,6 +438,10 @@ class Config:
         if c.progress == "reach" and not any(math.isfinite(g) for g in (*self.env.goals, r.stop_return)):
             raise UserError("--progress reach races the branches to the run's next goal: give --goals or "
                             "--stop-return")
+        if c.branch_runs < 1:
+            raise UserError(f"--branch-runs must be at least 1, got {c.branch_runs}")
+        if c.branch_runs > 1 and c.progress != "reach":
+            raise UserError("--branch-runs races each batch more than once: it goes with --progress reach")
         if c.progress == "return" and c.progress_episodes < 2:
             raise UserError(f"--progress-episodes must be at least 2, got {c.progress_episodes}")
         if c.heldout_rollouts < 1:

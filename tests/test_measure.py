@@ -128,6 +128,8 @@ def test_a_branch_that_crashes_is_one_line_and_the_run_goes_on(tmp_path, monkeyp
     (["--remeasure", "1"], "--remeasure must be above 1"),
     (["--progress", "return", "--progress-episodes", "1"], "--progress-episodes must be at least 2"),
     (["--progress", "reach", "--goals"], "--progress reach races the branches to the run's next goal"),
+    (["--progress", "reach", "--branch-runs", "0"], "--branch-runs must be at least 1"),
+    (["--branch-runs", "2"], "--branch-runs races each batch more than once: it goes with --progress reach"),
 ])
 def test_bad_measurement_settings_are_one_line_and_exit_2(flags, message, tmp_path):
     result = run_in_process(["rlscale.train", "cartpole", "--batch", "measured", *flags,
@@ -177,6 +179,11 @@ def test_a_race_to_the_goal_reads_bcrit_from_the_examples_each_batch_took():
     scattered = [_reach_branch(b.batch, round(b.examples * f)) for b, f in zip(on_front, scatter, strict=True)]
     low_s, high_s = measure.read_reach(scattered)[1]
     assert high_s / low_s > 2 * high / low
+    # Two races a batch (--branch-runs 2), 1.2x either side of the front: pooled by geometric means, as the sweep's
+    # seeds are, they read it again; a batch one of whose races missed the goal is left out.
+    raced = [_reach_branch(b.batch, round(b.examples * f)) for b in on_front for f in (1.2, 1 / 1.2)]
+    missed_one = [*raced, _reach_branch(1280.0, 9_000), _reach_branch(1280.0, 1_000, reached=False)]
+    assert measure.read_reach(missed_one)[0].critical_batch == pytest.approx(85, rel=0.02)
     pair, pair_interval = measure.read_reach(on_front[1:3])
     assert pair.critical_batch == pytest.approx(85, rel=0.02) and all(math.isnan(end) for end in pair_interval)
     missed = [*on_front, _reach_branch(1280.0, 2_000, reached=False)]
@@ -215,11 +222,15 @@ def test_a_race_to_a_goal_the_policy_already_meets_says_it_reads_the_wait_for_ep
     """CartPole's first policy lasts ~20 steps an episode: a race to a mean of 10 is met by the first 20 episodes of
     every branch, whose examples are then the wait for them to end; the run says so."""
     result = run_in_process(["rlscale.train", "cartpole", "--serial", "--batch", "measured", "--remeasure", "1e9",
-                             "--progress", "reach", "--goals", "10", "--total-frames", "1", "--n-envs", "8",
+                             "--progress", "reach", "--goals", "10", "--branch-runs", "2", "--total-frames", "1",
+                             "--n-envs", "8",
                              "--log-interval", "600", "--run-dir", str(tmp_path / "run")])
     assert result.returncode == 0, result.stderr
     assert ("measurement: the goal 10 was met with the first 20 episodes of the 20, 40, 80, 160 branch(es)"
             in result.stdout)
+    assert _summary(tmp_path / "run")["branch_optimizer_steps"] > 0
+    line = next(line for line in result.stdout.splitlines() if line.startswith("measured at"))
+    assert line.split("to 10 in ")[1].split(" examples")[0].count("/") == 7  # 2 races x 4 batches, each counted
 
 
 def test_an_interrupt_as_a_race_continues_puts_the_trunk_back_and_the_resumed_run_measures_again(tmp_path,

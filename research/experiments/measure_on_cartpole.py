@@ -4,7 +4,7 @@ trunk it branches, on CartPole where such a sweep takes minutes (research/notebo
 
     python research/experiments/measure_on_cartpole.py --out DIR [--seeds 0 1 2 3 4] [--window 32]
         [--progress total|policy|return|reach] [--episodes 16] [--multipliers 0.5 1 2 4 8 16]
-        [--trunk-frames 12000] [--goals 100 150]
+        [--trunk-frames 12000] [--goals 100 150] [--branch-runs 1]
 
 With --progress reach each branch races to the last of --goals (the sweep's goal) and --window is its cap
 in updates at the trunk's batch (2000 if not given).
@@ -61,6 +61,7 @@ def main() -> None:
     p.add_argument("--progress", default="total", choices=("total", "policy", "return", "reach"))
     p.add_argument("--episodes", type=int, default=16, help="--progress-episodes, with --progress return")
     p.add_argument("--multipliers", nargs="*", default=MULTIPLIERS, help="--branches")
+    p.add_argument("--branch-runs", default="1", help="--branch-runs, with --progress reach")
     p.add_argument("--trunk-frames", default="12000", help="the trunk's agent steps (a later fork point: more)")
     p.add_argument("--goals", nargs=2, default=list(GOALS), help="the sweep's two goals after the fork")
     args = p.parse_args()
@@ -70,6 +71,7 @@ def main() -> None:
     name = f"w{args.window:g}" + (f"-return{args.episodes}" if by_return else "")
     if by_reach:
         name = f"reach{args.goals[-1]}-x{args.multipliers[0]}-{args.multipliers[-1]}"
+        name += f"-runs{args.branch_runs}" if args.branch_runs != "1" else ""
     if args.multipliers != MULTIPLIERS and not by_reach:
         name += f"-x{args.multipliers[0]}-{args.multipliers[-1]}"
     trunk = args.out / "trunk"
@@ -89,7 +91,7 @@ def main() -> None:
               "--remeasure", "1e9", "--branches", *args.multipliers, "--branch-window", f"{args.window:g}",
               "--n-envs", str(TRUNK_ENVS), "--min-envs", "4", "--max-envs", "128", "--lr", f"{TRUNK_LR:g}",
               "--total-frames", "1", "--seed", str(seed), "--progress", args.progress,
-              "--progress-episodes", str(args.episodes), *(["--goals", args.goals[-1]] if by_reach else []))
+              "--progress-episodes", str(args.episodes), *(["--goals", args.goals[-1], "--branch-runs", args.branch_runs] if by_reach else []))
     readings = []
     for run in sorted((args.out / "measured").glob(f"{name}-s*")):
         scalars = read_scalars(run)

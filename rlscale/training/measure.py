@@ -89,6 +89,7 @@ class BranchRun:
     returns: np.ndarray | None = None  # --progress return: each episode's return rise over the trunk's
     episodes: list[tuple[float, int]] | None = None
     reached: bool = False  # --progress reach: its own last episodes' mean met the target
+    run: int = 0  # --branch-runs: which race of its batch (each on its own environment seeds)
     at_once: bool = False  # ... with its first GOAL_WINDOW episodes: the wait for them, not learning
     end: dict[str, Any] | None = None  # the engine's snapshot at the window's end
 
@@ -160,7 +161,7 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
     s, engine, cfg = run.state, run.engine, run.cfg
     start = time.perf_counter()
     trunk, trunk_state, trunk_envs = engine.snapshot(), replace(s, goals=dict(s.goals)), s.n_envs
-    branches = plan_branches(run)
+    branches = [replace(b, run=k) for b in plan_branches(run) for k in range(cfg.control.branch_runs)]
     by_reach = cfg.control.progress == "reach"
     target = reach_target(run) if by_reach else None
     if by_reach and target is None:
@@ -185,7 +186,8 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
         for branch in branches:
             engine.restore(trunk)
             try:
-                run_branch(run, branch, heldout, before, window_steps, target, episode_seed)
+                run_branch(run, branch, heldout, before, window_steps, target,
+                           (episode_seed + 7_919 * branch.run) % 2**31)
                 if by_return:
                     returns, steps = play_episodes(run, episode_seed)
                     branch.returns, played = returns - trunk_returns, played + steps
@@ -195,7 +197,7 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
                       f"({type(err).__name__}: {err}); reading the others", flush=True)
         heldout_steps = 0 if heldout is None else heldout.size
         readable = [b for b in done if b.reached] if by_reach else done
-        if len(readable) < 2:  # nothing to compare: the trunk goes on at its batch until the next measurement
+        if (len(pooled_races(done)) if by_reach else len(readable)) < 2:  # nothing to compare: the trunk goes on at its batch until the next measurement
             engine.restore(trunk)
             warmup = engine.restart_envs(trunk_envs, after_seed) if by_reach else engine.resize_now(trunk_envs)
             count(run, heldout_steps + played, done, None, warmup, time.perf_counter() - start)
@@ -233,7 +235,8 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
                        for measure, (other, _) in readings.items() if measure != cfg.control.progress)
     if by_reach and any(b.at_once for b in readable):
         print(f"measurement: the goal {target:g} was met with the first {GOAL_WINDOW} episodes of the "
-              f"{', '.join(f'{b.batch:,.0f}' for b in readable if b.at_once)} branch(es): their examples are the "
+              f"{', '.join(f'{b:,.0f}' for b in sorted({b.batch for b in readable if b.at_once}))} branch(es): "
+              "their examples are the "
               "wait for episodes to end, not learning; give goals further above the run's score", flush=True)
     if by_reach:
         missed = [f"{b.batch:,.0f}" for b in branches if not b.reached]
@@ -250,9 +253,11 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
                tags.MEASURE_EXAMPLES: s.measure_examples, tags.MEASUREMENTS: s.measurements, tags.N_ENVS: s.n_envs}
     for measure, (by_measure, _) in readings.items():
         metrics[tags.MEASURED_BATCH_BY.format(progress=measure)] = by_measure.critical_batch
-    for b in branches:
+    pooled = {batch: examples for batch, _, examples in pooled_races(branches)} if by_reach else {}
+    for b in branches:  # by reach: one goal per 1,000 examples of the batch's races (NaN: one missed it)
         metrics[tags.BRANCH_PROGRESS.format(multiplier=b.multiplier)] = (
-            1e3 * float(progress_of(b, cfg.control.progress).sum()) / b.examples)
+            1e3 / pooled.get(b.batch, math.nan) if by_reach
+            else 1e3 * float(progress_of(b, cfg.control.progress).sum()) / b.examples)
     if by_reach:
         metrics[tags.MEASURE_TARGET] = target
     run.logger.scalars(metrics, s.agent_steps)
@@ -313,10 +318,7 @@ def reach_target(run: Run) -> float | None:
 
 
 def progress_of(branch: BranchRun, measure: str) -> np.ndarray:
-    """The branch's progress per held-out environment by ``measure``; by reach, one goal's worth (1)
-    where the branch reached it, nan where it did not (it is left out of the fit)."""
-    if measure == "reach":
-        return np.array([1.0 if branch.reached else math.nan])
+    """The branch's progress per held-out environment by ``measure`` (total, policy or return)."""
     if measure == "return":
         return branch.returns
     parts = branch.progress
@@ -333,21 +335,30 @@ def read(branches: list[BranchRun], measure: str) -> tuple[Reading, tuple[float,
     return reading, bootstrap_interval(progress, [b.batch for b in branches], [b.examples for b in branches])
 
 
+def pooled_races(branches: list[BranchRun]) -> list[tuple[float, float, float]]:
+    """(batch, optimizer steps, examples) of each batch whose every race met the goal, geometric means over
+    its races (--branch-runs), as ``rlscale pareto`` pools a sweep's seeds; ascending in batch."""
+    by_batch: dict[float, list[BranchRun]] = {}
+    for b in branches:
+        by_batch.setdefault(b.batch, []).append(b)
+    return [(batch, float(np.exp(np.mean(np.log([r.optimizer_steps for r in races])))),
+             float(np.exp(np.mean(np.log([r.examples for r in races])))))
+            for batch, races in sorted(by_batch.items()) if all(r.reached for r in races)]
+
+
 def read_reach(branches: list[BranchRun]) -> tuple[Reading, tuple[float, float]]:
-    """B_crit from the optimizer steps S_i and examples E_i the branches that reached the goal took: eq.
-    2.11 fitted in log space (``fit_pareto``, as ``rlscale pareto`` reads a fork sweep: the reading and
-    its reference by one estimator), with a 90 % interval from the fit's standard error. Two branches
-    are solved exactly (``fit_critical_batch``: one goal's progress per example, 1/E_i, falls as
-    1/(B + B_crit)), without an interval. Merrill's rule reads the same per-example progress."""
-    reached = [b for b in branches if b.reached]
-    common = int(round(float(np.mean([b.examples for b in reached]))))
-    as_progress = [Branch(b.batch, common, b.optimizer_steps, common / b.examples) for b in reached]
-    exact = fit_critical_batch(as_progress)
-    if len(reached) < MIN_POINTS:
+    """B_crit from the optimizer steps S and examples E each batch's races took to the goal (pooled over
+    --branch-runs): eq. 2.11 fitted in log space (``fit_pareto``, as ``rlscale pareto`` reads a fork
+    sweep: the reading and its reference by one estimator), with a 90 % interval from the fit's standard
+    error. Two batches are solved exactly (``fit_critical_batch``: one goal's progress per example, 1/E,
+    falls as 1/(B + B_crit)), without an interval. Merrill's rule reads the same per-example progress."""
+    points = pooled_races(branches)
+    common = int(round(float(np.mean([e for _, _, e in points]))))
+    exact = fit_critical_batch([Branch(b, common, round(s), common / e) for b, s, e in points])
+    if len(points) < MIN_POINTS:
         return exact, (math.nan, math.nan)
-    fit = fit_pareto(np.array([b.optimizer_steps for b in reached], dtype=float),
-                     np.array([b.examples for b in reached], dtype=float))
-    batches = np.array([b.batch for b in reached])
+    batches, steps, examples = (np.array(column) for column in zip(*points, strict=True))
+    fit = fit_pareto(steps, examples)
     bound = ("below" if fit.b_crit <= batches.min() / RESOLVABLE else
              "above" if fit.b_crit >= batches.max() * RESOLVABLE else "")
     reading = replace(exact, critical_batch=fit.b_crit, bound=bound, scale=math.nan, residual=fit.rms_log_residual)
