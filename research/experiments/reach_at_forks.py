@@ -2,7 +2,7 @@
 very trunk it branches (research/notebook/results.md, "Branches that race to the next goal").
 
     python research/experiments/reach_at_forks.py --out DIR [--forks bo-s0 bo-s1 si-s0 si-s1]
-        [--seeds 0 1 2 3 4] [--jobs 2]
+        [--seeds 0 1 2 3 4] [--jobs 2] [--branch-runs 1]
 
 Resumable (a finished run is skipped, an interrupted one resumed), two runs at a time by default (each is serial, one
 thread). For each fork: the trunk (made here, at this commit: 32 envs, the game's trunk rate, until
@@ -78,6 +78,7 @@ def main() -> None:
     p.add_argument("--forks", nargs="*", default=list(FORKS), choices=list(FORKS))
     p.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4])
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--branch-runs", type=int, default=1, help="races of each batch a measurement (--branch-runs)")
     args = p.parse_args()
     run_all([(args.out / f / "trunk", FORKS[f][0], "--lr", f"{FORKS[f][2]:g}", "--seed", str(FORKS[f][1]),
               "--n-envs", str(TRUNK_ENVS), "--stop-return", str(FORKS[f][3]), "--total-frames", "20000000",
@@ -98,13 +99,15 @@ def main() -> None:
                               "--goals", *map(str, goals)))
         run_all(sweep, args.jobs)
         truth[f] = sweep_bcrit(args.out / f / "sweep", goals)
-        run_all([(args.out / f / "measured" / f"reach-s{seed}", preset, "--init-from", str(args.out / f / "trunk"),
+        runs = f"-runs{args.branch_runs}" if args.branch_runs > 1 else ""
+        run_all([(args.out / f / "measured" / f"reach{runs}-s{seed}", preset, "--init-from", str(args.out / f / "trunk"),
                   "--batch", "measured", "--remeasure", "1e9", "--progress", "reach", "--goals", str(goals[0]),
                   "--branches", *MULTIPLIERS, "--branch-window", str(CAP_UPDATES), "--n-envs", str(TRUNK_ENVS),
-                  "--lr", f"{lr:g}", "--total-frames", "1", "--seed", str(seed)) for seed in args.seeds], args.jobs)
+                  "--lr", f"{lr:g}", "--total-frames", "1", "--seed", str(seed), "--branch-runs", str(args.branch_runs))
+                 for seed in args.seeds], args.jobs)
     rows = []
     for f in args.forks:
-        for run in sorted((args.out / f / "measured").glob("reach-s*")):
+        for run in sorted((args.out / f / "measured").glob("reach*-s*")):
             if not (run / "summary.json").is_file():
                 continue
             scalars, summary = read_scalars(run), json.loads((run / "summary.json").read_text())

@@ -33,6 +33,9 @@ def main() -> None:
             missed = {int(x.replace(",", "")) for x in (found.group(5) or "").split(", ") if x}
             batches = np.array([b for b in ladder if b not in missed], dtype=float)
             printed = re.search(r"B_crit ([\d.,]+)", line).group(1)
+            if len(examples) != len(batches):  # --branch-runs > 1: printed in log space already (pooled)
+                print(f"{path}: as printed {printed:>8}  (several races a batch: read in log space as printed)")
+                continue
             refit = fit_pareto(examples / batches, examples).b_crit if len(batches) >= 3 else float("nan")
             print(f"{path}: as printed {printed:>8}  refitted in log space {refit:10,.0f}")
 
