@@ -106,3 +106,26 @@ def test_an_elastic_pool_starts_without_the_actors_that_get_no_cpu(ray_instance)
         assert batch.n_envs == 4 and batch.starting_envs == 2
     finally:
         pool.close()
+
+
+@pytest.mark.timeout(240)
+def test_an_elastic_pool_restarted_at_another_size_adds_or_retires_actors_for_it(ray_instance):
+    """Pool.restart (a race of --batch measured): all new environments at the asked size, placed at most K an
+    actor, a second actor started for them and retired when a restart asks for fewer."""
+    cfg = build_config("cartpole", None, {"n_envs": 2, "vector_size": 2, "envs_per_actor": 2, "n_steps": 5,
+                                           "measure_noise": False})
+    spec = probe_spec(cfg.env)
+    pool = RayPool(cfg, spec)
+    try:
+        from rlscale.models.nets import build_network
+        from rlscale.rollout.worker import flat_weights
+
+        weights = flat_weights(build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden))
+        pool.restart(4, seed=11)
+        assert len(pool.actors) == 2 and pool.vector_envs_per_worker == [1, 1]
+        assert collect_until(pool, weights, 4).n_envs == 4
+        pool.restart(2, seed=12)
+        assert pool.vector_envs_per_worker == [1, 0]
+        assert collect_until(pool, weights, 2).n_envs == 2 and len(pool.actors) == 1  # the empty one retired
+    finally:
+        pool.close()
