@@ -39,20 +39,24 @@ def collect_until(pool: RayPool, weights, n_envs: int, timeout: float = 60.0) ->
             return batch
 
 
+def elastic_cartpole() -> tuple[RayPool, object]:
+    """A CartPole pool of 2 environments at 2 an actor (one actor), and a policy's flat weights."""
+    from rlscale.models.nets import build_network
+    from rlscale.rollout.worker import flat_weights
+
+    cfg = build_config("cartpole", None, {"n_envs": 2, "vector_size": 2, "envs_per_actor": 2, "n_steps": 5,
+                                           "measure_noise": False})
+    spec = probe_spec(cfg.env)
+    return RayPool(cfg, spec), flat_weights(build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden))
+
+
 @pytest.mark.timeout(240)
 def test_elastic_pool_follows_the_batch_and_asks_the_autoscaler_for_cpus(ray_instance):
     from ray.autoscaler.v2.utils import is_autoscaler_v2
 
     assert not is_autoscaler_v2()  # the request is then the v1 key read below
-    cfg = build_config("cartpole", None, {"n_envs": 2, "vector_size": 2, "envs_per_actor": 2, "n_steps": 5,
-                                           "measure_noise": False})
-    spec = probe_spec(cfg.env)
-    pool = RayPool(cfg, spec)
+    pool, weights = elastic_cartpole()
     try:
-        from rlscale.models.nets import build_network
-        from rlscale.rollout.worker import flat_weights
-
-        weights = flat_weights(build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden))
         assert len(pool.actors) == 1 and requested_cpus(ray_instance) == [1.0]
         assert "elastic: up to 2 envs each" in pool.describe()
 
@@ -112,15 +116,8 @@ def test_an_elastic_pool_starts_without_the_actors_that_get_no_cpu(ray_instance)
 def test_an_elastic_pool_restarted_at_another_size_adds_or_retires_actors_for_it(ray_instance):
     """Pool.restart (a race of --batch measured): all new environments at the asked size, placed at most K an
     actor, a second actor started for them and retired when a restart asks for fewer."""
-    cfg = build_config("cartpole", None, {"n_envs": 2, "vector_size": 2, "envs_per_actor": 2, "n_steps": 5,
-                                           "measure_noise": False})
-    spec = probe_spec(cfg.env)
-    pool = RayPool(cfg, spec)
+    pool, weights = elastic_cartpole()
     try:
-        from rlscale.models.nets import build_network
-        from rlscale.rollout.worker import flat_weights
-
-        weights = flat_weights(build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden))
         pool.restart(4, seed=11)
         assert len(pool.actors) == 2 and pool.vector_envs_per_worker == [1, 1]
         assert collect_until(pool, weights, 4).n_envs == 4
