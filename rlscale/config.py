@@ -313,6 +313,11 @@ class Config:
         return self.run.n_actors if self.run.backend == "rllib" else self.env.vector_size
 
     @property
+    def score_goals(self) -> list[float]:
+        """The run's goals, --stop-return among them, ascending (the finite ones)."""
+        return sorted(g for g in (*self.env.goals, self.run.stop_return) if math.isfinite(g))
+
+    @property
     def total_agent_steps(self) -> int:
         return self.env.total_frames // self.frames_per_step
 
@@ -435,7 +440,7 @@ class Config:
                 f"--branch-window's default for --progress {c.progress} ({c.window_updates:g})"
             raise UserError(f"{given} is under one update for the {max(c.branches):g}x "
                             f"branch: give at least {max(c.branches):g} (updates at the current batch)")
-        if c.progress == "reach" and not any(math.isfinite(g) for g in (*self.env.goals, r.stop_return)):
+        if c.progress == "reach" and not self.score_goals:
             raise UserError("--progress reach races the branches to the run's next goal: give --goals or "
                             "--stop-return")
         if c.branch_runs < 1:

@@ -305,11 +305,11 @@ def variant_of(run: RunRecord) -> str:
     ratio = f" crit/{c.crit_ratio:g}" if c.crit_ratio != 1.0 else ""
     probe = " probe-cooldown" if c.batch == "auto" and c.probe_cooldown else ""
     gain = f" min-gain {c.min_gain:g}" if c.batch == "auto" and c.min_gain else ""
-    # What the controller follows and how often it may move: runs that differ only here differ in control.
-    pace = f" follows {tags.signal_label(c.signal)}" if c.signal != "total" else ""  # the default unnamed
     if c.batch == "measured":  # it follows its measurements, not the noise average
         return (f"measured from {optimizer_batch(run):g} {lr}{rule} by {c.progress} branches "
                 f"{'/'.join(f'{m:g}' for m in c.branches)} remeasure {c.remeasure:g}{engine}")
+    # What the controller follows and how often it may move: runs that differ only here differ in control.
+    pace = f" follows {tags.signal_label(c.signal)}" if c.signal != "total" else ""  # the default unnamed
     pace += f" avg {run.cfg.noise.noise_horizon:g} cooldown {c.cooldown:g}"
     if c.signal in tags.METRICS:  # read every k-th batch: k sets how many samples its average holds
         pace += f" every {run.cfg.noise.curvature_every}"

@@ -318,21 +318,12 @@ class Pool:
         worker while training goes on, and join the batch when ready (a few
         updates later); the call only waits for the workers to take the order.
         """
-        if n_envs % self.vector_size or n_envs <= 0:
-            raise ValueError(f"n_envs {n_envs} is not a positive multiple of {self.vector_size}")
+        self._check_size(n_envs)
         start = time.perf_counter()
         delta = (n_envs - self.n_envs) // self.vector_size
         counts = self.vector_envs_per_worker
-        if self.max_vector_envs:
-            while len(counts) < self.workers_for(n_envs):
-                counts.append(0)
-                self._add_worker()
-        adds: list[tuple[int, list[int], int]] = []
+        adds = self._place(n_envs, max(delta, 0))
         removes: list[int] = []
-        for _ in range(max(delta, 0)):
-            w = int(np.argmin(counts))  # new workers first: they are empty
-            adds.append((w, *self._new_vector_ids()))
-            counts[w] += 1
         for _ in range(max(-delta, 0)):
             # Elastic pools empty their last workers, which then retire; fixed ones stay balanced.
             w = max(i for i, c in enumerate(counts) if c) if self.max_vector_envs else int(np.argmax(counts))
@@ -350,25 +341,16 @@ class Pool:
         under way are dropped; returns the new environments' random warm-up steps."""
         if self.in_flight:
             raise RuntimeError("a rollout is in flight; collect it before restarting the environments")
-        if n_envs % self.vector_size or n_envs <= 0:
-            raise ValueError(f"n_envs {n_envs} is not a positive multiple of {self.vector_size}")
+        self._check_size(n_envs)
         # Every environment goes and n_envs new ones come, in one order to the workers (each
         # builds only its new ones); placed as a resize from nothing would place them.
         removes = [w for w, count in enumerate(self.vector_envs_per_worker) for _ in range(count)]
-        counts = self.vector_envs_per_worker = [0] * len(self.vector_envs_per_worker)
-        if self.max_vector_envs:
-            while len(counts) < self.workers_for(n_envs):
-                counts.append(0)
-                self._add_worker()
+        self.vector_envs_per_worker = [0] * len(self.vector_envs_per_worker)
+        vectors = n_envs // self.vector_size
         # One seed per vector env, from ``seed`` and its place alone; under 2**31 once each env i of
         # a vector env adds i (MinAtar's and ALE's environments take no larger).
-        vectors = n_envs // self.vector_size
         seeds = np.random.SeedSequence(seed).generate_state(vectors) % (2**31 - self.vector_size)
-        adds: list[tuple[int, list[int], int]] = []
-        for k in range(vectors):
-            w = int(np.argmin(counts))
-            adds.append((w, self._new_vector_ids()[0], int(seeds[k])))
-            counts[w] += 1
+        adds = [(w, ids, int(s)) for (w, ids, _), s in zip(self._place(n_envs, vectors), seeds, strict=True)]
         warmup = self._apply(adds, removes, background=False)
         self._reseed_actions(seed)
         self.warmup_steps += warmup
@@ -377,6 +359,27 @@ class Pool:
     def _reseed_actions(self, seed: int) -> None:
         """Reseed each worker's action generator from ``seed`` (worker w: seed + w)."""
         raise NotImplementedError
+
+    def _check_size(self, n_envs: int) -> None:
+        """A pool's size is a positive number of whole vector envs."""
+        if n_envs % self.vector_size or n_envs <= 0:
+            raise ValueError(f"n_envs {n_envs} is not a positive multiple of {self.vector_size}")
+
+    def _place(self, n_envs: int, vectors: int) -> list[tuple[int, list[int], int]]:
+        """Where ``vectors`` new vector envs go in a pool of ``n_envs`` (worker, env ids, seed), counted in
+        ``vector_envs_per_worker``: the emptiest worker first; an elastic pool starts the workers
+        ``n_envs`` needs first, and they are empty."""
+        counts = self.vector_envs_per_worker
+        if self.max_vector_envs:
+            while len(counts) < self.workers_for(n_envs):
+                counts.append(0)
+                self._add_worker()
+        adds = []
+        for _ in range(vectors):
+            w = int(np.argmin(counts))
+            adds.append((w, *self._new_vector_ids()))
+            counts[w] += 1
+        return adds
 
     def workers_for(self, n_envs: int) -> int:
         """Workers an elastic pool keeps for ``n_envs`` environments (at most K each)."""

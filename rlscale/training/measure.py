@@ -197,7 +197,9 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
                       f"({type(err).__name__}: {err}); reading the others", flush=True)
         heldout_steps = 0 if heldout is None else heldout.size
         readable = [b for b in done if b.reached] if by_reach else done
-        if (len(pooled_races(done)) if by_reach else len(readable)) < 2:  # nothing to compare: the trunk goes on at its batch until the next measurement
+        # Nothing to compare below two batches (a race's batch counts once all its races met the goal):
+        # the trunk goes on at its batch until the next measurement.
+        if len(pooled_races(done) if by_reach else readable) < 2:
             engine.restore(trunk)
             warmup = engine.restart_envs(trunk_envs, after_seed) if by_reach else engine.resize_now(trunk_envs)
             count(run, heldout_steps + played, done, None, warmup, time.perf_counter() - start)
@@ -236,8 +238,8 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
     if by_reach and any(b.at_once for b in readable):
         print(f"measurement: the goal {target:g} was met with the first {GOAL_WINDOW} episodes of the "
               f"{', '.join(f'{b:,.0f}' for b in sorted({b.batch for b in readable if b.at_once}))} branch(es): "
-              "their examples are the "
-              "wait for episodes to end, not learning; give goals further above the run's score", flush=True)
+              "their examples are the wait for episodes to end, not learning; give goals further above the "
+              "run's score", flush=True)
     if by_reach:
         missed = [f"{b.batch:,.0f}" for b in branches if not b.reached]
         others = (f"to {target:g} in {'/'.join(f'{b.examples:,}' for b in readable)} examples"
@@ -312,9 +314,7 @@ def reach_target(run: Run) -> float | None:
     """The goal a --progress reach measurement races its branches to: the lowest of --goals and
     --stop-return above the trunk's mean return of its last episodes (None: none left)."""
     mean = run.window.mean
-    goals = [g for g in (*run.cfg.env.goals, run.cfg.run.stop_return)
-             if math.isfinite(g) and (mean is None or g > mean)]
-    return min(goals) if goals else None
+    return next((g for g in run.cfg.score_goals if mean is None or g > mean), None)
 
 
 def progress_of(branch: BranchRun, measure: str) -> np.ndarray:

@@ -78,8 +78,7 @@ class Run:
     def next_goal(self) -> GoalOutlook | None:
         """The lowest goal not yet met (--stop-return counts): where the return's trend and the
         preset's reference run put it."""
-        goals = [g for g in (*self.cfg.env.goals, self.cfg.run.stop_return)
-                 if math.isfinite(g) and f"{g:g}" not in self.state.goals]
+        goals = [g for g in self.cfg.score_goals if f"{g:g}" not in self.state.goals]
         if not goals:
             return None
         goal = min(goals)
@@ -171,6 +170,17 @@ def write_summary(run: Run) -> None:
     checkpoint.write_json(run.run_dir / SUMMARY_FILE, summary)
 
 
+def record_episodes(run: Run, episodes: list[tuple[float, int]]) -> bool:
+    """Record a batch's episodes (return, length); True, said once, when one of them met --stop-return."""
+    stop_mean: float | None = None  # the window's mean when the first episode met it
+    for episode_return, length in episodes:
+        if record_episode(run, episode_return, length) and stop_mean is None:
+            stop_mean = run.window.full_mean
+    if stop_mean is not None:  # once, though later episodes of the batch may meet it too
+        print(f"stop: mean return {stop_mean:.1f} reached --stop-return {run.cfg.run.stop_return:g}", flush=True)
+    return stop_mean is not None
+
+
 def record_episode(run: Run, episode_return: float, length: int) -> bool:
     """Log an episode and record goals it completes; True when the run should stop.
 
@@ -210,11 +220,7 @@ def train_loop(run: Run) -> None:
     while s.agent_steps < total:
         why = run.controller.measurement_due(s.agent_steps, run.signal)
         if why is not None:  # --batch measured: branch, read B_crit, continue from the chosen branch
-            met = [record_episode(run, episode_return, length)
-                   for episode_return, length in measure_critical_batch(run, why)]
-            if any(met):  # a race to --stop-return ends there (the continued branch met it)
-                print(f"stop: mean return {run.window.full_mean:.1f} reached --stop-return "
-                      f"{cfg.run.stop_return:g}", flush=True)
+            if record_episodes(run, measure_critical_batch(run, why)):  # a race to --stop-return ends there
                 break
             continue
         start = time.perf_counter()
@@ -238,13 +244,7 @@ def train_loop(run: Run) -> None:
         s.agent_steps += result.agent_steps
         s.warmup_steps += result.warmup_steps
         s.examples += result.agent_steps * cfg.epochs_per_batch
-        stop_mean: float | None = None  # the window's mean when the first episode met --stop-return
-        for episode_return, length in result.episodes:
-            if record_episode(run, episode_return, length) and stop_mean is None:
-                stop_mean = run.window.full_mean
-        stop = stop_mean is not None
-        if stop:  # once, though later episodes of the batch may meet it too
-            print(f"stop: mean return {stop_mean:.1f} reached --stop-return {cfg.run.stop_return:g}", flush=True)
+        stop = record_episodes(run, result.episodes)
 
         decision = run.controller.step(s.n_envs, run.signal, result.agent_steps, s.base_lr)
         metrics = dict(result.metrics) | cost_metrics(run, result)
