@@ -1,6 +1,7 @@
 """What an option of the default Pong PPO run costs or buys, end to end, in agent steps/s.
 
-    python benchmarks/bench_ppo_options.py [--compare noise|overlap|passes|compile] [--seconds 40] [--rounds 2]
+    python benchmarks/bench_ppo_options.py [--compare noise|overlap|passes|compile|side-by-side] [--seconds 40]
+        [--rounds 2]
         [--learner-precision auto|fp32|bf16]
 
 The default run's engine (``python -m rlscale.train pong``: 2 Ray actors, the
@@ -20,6 +21,9 @@ for a few rounds, so that drift on the machine hits every variant alike.
   eager (``off``). With the CPU capped by the variables below, the compiled
   kernels go to an inductor cache of their own (rlscale/models/compiled.py
   says why), unless ``TORCHINDUCTOR_CACHE_DIR`` names one.
+* ``side-by-side``: the learner's unmeasured passes shared by a team of threads
+  (``--learner-passes team``) or split across them, a part each
+  (``side-by-side``); the default, ``auto``, times both at start-up.
 
 Each row prints its rate and the median seconds of an update's rollout and
 learner phases.
@@ -49,6 +53,8 @@ COMPARISONS: dict[str, tuple[str, dict[str, dict]]] = {
                                        "passes of ~256 rows (default)": {"learner_chunk_rows": 256}}),
     "compile": ("learner eager", {"learner eager": {"learner_compile": "off"},
                                   "learner compiled": {"learner_compile": "on"}}),
+    "side-by-side": ("a team of threads per pass", {"a team of threads per pass": {"learner_passes": "team"},
+                                                    "passes side by side": {"learner_passes": "side-by-side"}}),
 }
 
 
@@ -62,7 +68,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2, help="rounds of the rows (default: 2)")
     args = p.parse_args()
     caps = [f"{v}={os.environ[v]}" for v in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY") if os.environ.get(v)]
-    if args.compare == "compile" and caps and not os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+    if args.compare in ("compile", "side-by-side") and caps and not os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
         # Inductor's cache does not key on these caps: kernels built under them crashed an uncapped run.
         cache = Path(tempfile.gettempdir()) / ("torchinductor-" + "-".join(caps).replace("=", "_"))
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
@@ -71,11 +77,13 @@ def main() -> None:
     results: dict[str, list[float]] = {name: [] for name in variants}
     for round_ in range(args.rounds):
         for name, overrides in variants.items():
-            rate, _, split = rlscale_default("ppo", args.seconds, 8,
-                                             {"learner_precision": args.learner_precision, **overrides})
+            rate, _, split, schedule = rlscale_default("ppo", args.seconds, 8,
+                                                       {"learner_precision": args.learner_precision, **overrides})
             results[name].append(rate.steps_per_s)
             print(f"round {round_ + 1}: {name:32s} {rate.steps_per_s:6.0f} agent steps/s (rollout "
                   f"{split.rollout:.3f} s, learner {split.learner:.3f} s per update)", flush=True)
+            if round_ == 0:
+                print(f"    schedule: {schedule}", flush=True)
     reference = sum(results[reference_name]) / args.rounds
     for name, rates in results.items():
         mean = sum(rates) / args.rounds

@@ -81,12 +81,18 @@ def main() -> None:
         "rlscale, noise on 1 minibatch": {"noise_minibatches": 1},
         "rlscale, noise off, 256-row passes": {"measure_noise": False, "learner_chunk_rows": 256},
         "rlscale default, 256-row passes": {"learner_chunk_rows": 256},
+        "rlscale default, side by side": {"learner_passes": "side-by-side"},
     }
     learners = {}
     for name, overrides in variants.items():
         torch.manual_seed(1)
         learners[name] = PPOLearner(build_network(spec, "auto", 64).to(device),
                                     build_config("pong", "ppo", {"learner_precision": args.precision, **overrides}))
+    if device.type == "cpu" and torch.get_num_threads() > 1:  # the engine's --learner-passes, set here
+        learners["rlscale default, side by side"].share_passes(
+            "side-by-side", torch.from_numpy(batch.obs.reshape(-1, *spec.obs_shape)[:256]), torch.get_num_threads())
+    else:
+        del learners["rlscale default, side by side"]
     torch.manual_seed(1)
     lean_model = build_network(spec, "auto", 64).to(device, memory_format=torch.channels_last)
     lean_optimizer = torch.optim.Adam(lean_model.parameters(), lr=2.5e-4, eps=1e-5)

@@ -45,6 +45,7 @@ import numpy as np
 import torch
 
 from rlscale import tags
+from rlscale.agents.side_by_side import SideBySide
 
 # The loss over a set of batch rows: (mean policy part, mean value part, statistics to average).
 LossParts = tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]
@@ -111,6 +112,9 @@ class GradientRoute:
     chunk_rows: int  # rows per forward/backward pass (0: the whole set in one pass)
     gram_layers: list[torch.nn.Linear]  # large Linear layers whose group norms come from Gram matrices
     shared_pass: bool  # groups of a pass may be measured together (every layer allows it)
+    # Worker threads for the passes that measure nothing, each a part of the rows on one torch
+    # thread (side_by_side.py); None: every pass runs on the torch threads of the calling thread.
+    side_by_side: SideBySide | None = None
 
     @classmethod
     def for_model(cls, model: torch.nn.Module, device: torch.device, chunk_rows: int = 0,
@@ -147,6 +151,9 @@ def backward(model: torch.nn.Module, route: GradientRoute, loss: RowsLoss, group
     groups = [g for g in groups if g.size]
     if not measure or len(groups) < 2:
         rows = np.concatenate(groups)
+        parts = torch.get_num_threads()  # the thread governor's count: one part per thread it allows
+        if route.side_by_side is not None and parts > 1 and rows.size >= parts:
+            return _side_by_side_backward(params, loss, rows, route.chunk_rows, route.side_by_side, parts)
         passes = np.array_split(rows, pass_count(rows.size, route.chunk_rows))
         return _per_group_backward(params, loss, passes, measure=False, parts=False)
     passes = [[groups[i] for i in chunk] for chunk in row_chunks([g.size for g in groups], route.chunk_rows)]
@@ -155,6 +162,32 @@ def backward(model: torch.nn.Module, route: GradientRoute, loss: RowsLoss, group
         return _shared_pass_backward(model, params, loss, passes, route.gram_layers)
     return _per_group_backward(params, loss, groups, measure=True, parts=parts, gram_layers=route.gram_layers,
                                chunk_rows=route.chunk_rows)
+
+
+def _side_by_side_backward(params: list[torch.nn.Parameter], loss: RowsLoss, rows: np.ndarray, chunk_rows: int,
+                           workers: SideBySide, parts: int) -> GradientReport:
+    """The mean loss's gradient over ``rows`` from ``parts`` parts of them at once, one per worker thread,
+    each in passes of about ``chunk_rows`` rows; nothing measured (as ``_per_group_backward`` unmeasured)."""
+
+    def part_gradient(part: np.ndarray) -> tuple[list[torch.Tensor], dict[str, float]]:
+        grads = [torch.zeros_like(p) for p in params]
+        stats: dict[str, float] = {}
+        for chunk in np.array_split(part, pass_count(part.size, chunk_rows)):
+            w = chunk.size / part.size
+            policy_loss, value_loss, chunk_stats = loss(chunk)
+            g = torch.autograd.grad(policy_loss + value_loss, params, materialize_grads=True)
+            torch._foreach_add_(grads, g, alpha=w)
+            for key, value in chunk_stats.items():
+                stats[key] = stats.get(key, 0.0) + w * float(value.detach())
+        return grads, stats
+
+    total, stats = workers.gradients(part_gradient, rows, parts)
+    out = GradientReport(sizes=[int(rows.size)], stats=stats)
+    out.big_sq_norms["total"] = _sq_norm(total)
+    out.finite = math.isfinite(out.big_sq_norms["total"]) and all(math.isfinite(v) for v in stats.values())
+    for p, g in zip(params, total, strict=True):
+        p.grad = g
+    return out
 
 
 def _sq_norm(grads: Sequence[torch.Tensor]) -> float:

@@ -27,6 +27,7 @@ from rlscale.agents.gradients import (
     env_groups,
 )
 from rlscale.agents.optim import make_optimizer, set_lr
+from rlscale.agents.side_by_side import PassSchedule, SideBySide, choose_pass_schedule
 from rlscale.config import Config
 from rlscale.control.noise import NoiseMeter
 from rlscale.errors import UserError
@@ -102,6 +103,27 @@ class Learner:
         choice = compile_network(self.model, obs.to(self.device), self.bf16, self.channels_last)
         self.compiled = choice.module
         return choice.note
+
+    def share_passes(self, kind: str, obs: torch.Tensor, threads: int) -> str:
+        """Run the passes that measure nothing as one team of ``threads`` torch threads or side by side
+        (--learner-passes; auto: timed on a pass like ``obs``, as the run's passes run); what was chosen."""
+        if self.compiled is not None:
+            # Two threads running compiled code deadlocked when one of them compiled again (a new
+            # pass shape): torch.compile is not thread-safe.
+            schedule = PassSchedule("team", "compiled passes run on one thread's team")
+        elif kind == "auto":
+            schedule = choose_pass_schedule(self.params, self.forward, obs.to(self.device), threads)
+        else:
+            schedule = PassSchedule(kind, "set")
+        if schedule.kind == "side-by-side":
+            self.route.side_by_side = SideBySide(threads)
+        return f"{schedule.kind} passes ({schedule.why})"
+
+    def close(self) -> None:
+        """Stop the side-by-side pass workers, if any."""
+        if self.route.side_by_side is not None:
+            self.route.side_by_side.close()
+            self.route.side_by_side = None
 
     def rows(self, x: np.ndarray) -> torch.Tensor:
         """A [n_steps, n_envs, ...] batch array as flat rows on the learner's device (row = step * n_envs + env)."""

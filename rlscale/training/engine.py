@@ -88,6 +88,8 @@ def compiles(cfg: Config, model: torch.nn.Module, device: torch.device) -> bool:
     its precision resolved)."""
     if cfg.run.learners > 1 or cfg.run.learner_compile == "off":
         return False
+    if cfg.run.learner_passes == "side-by-side" and cfg.run.learner_compile == "auto":
+        return False  # passes side by side run eager (Learner.share_passes)
     if cfg.run.learner_compile == "on":
         return True
     # auto: where it was measured to pay (rlscale/models/compiled.py): PPO's bf16 learner on a
@@ -154,11 +156,15 @@ class NativeEngine:
         elif start_from is not None:  # a branch (--init-from): the trunk's network and optimizer state
             self.learner.start_from(start_from)
         self.compile_note = self.learner.compile_network(pass_obs()) if compiles(cfg, model, device) else ""
+        # --learner-passes: how a team of threads shares the passes that measure nothing (side_by_side.py).
+        self.passes_note = ""
+        if (cfg.run.learners == 1 and device.type == "cpu" and threads > 1 and has_convolutions(model)
+                and cfg.run.learner_passes != "team"):
+            self.passes_note = self.learner.share_passes(cfg.run.learner_passes, pass_obs(), threads)
         try:
             self.pool = make_pool(replace(cfg, env=replace(cfg.env, n_envs=n_envs)), spec)
         except BaseException:
-            if cfg.run.learners > 1:
-                self.learner.close()  # no learner actors left behind
+            self.learner.close()  # no learner actors or pass workers left behind
             raise
         self.noise = self.learner.noise
 
@@ -169,7 +175,9 @@ class NativeEngine:
             threads = torch.get_num_threads()
             learner += f" ({threads} thread{'s' if threads > 1 else ''}: {self.threads_why})"
         compiled = f", {self.compile_note}" if self.compile_note else ""
-        return f"{self.pool.describe()}, actors {self.pool.describe_inference()} | {learner}, {precision}{compiled}"
+        passes = f", {self.passes_note}" if self.passes_note else ""
+        return (f"{self.pool.describe()}, actors {self.pool.describe_inference()} | "
+                f"{learner}, {precision}{compiled}{passes}")
 
     @property
     def optimizer_steps(self) -> int:
@@ -256,5 +264,4 @@ class NativeEngine:
 
     def close(self) -> None:
         self.pool.close()
-        if self.cfg.run.learners > 1:
-            self.learner.close()
+        self.learner.close()
