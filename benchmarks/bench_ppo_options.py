@@ -22,8 +22,10 @@ for a few rounds, so that drift on the machine hits every variant alike.
   kernels go to an inductor cache of their own (rlscale/models/compiled.py
   says why), unless ``TORCHINDUCTOR_CACHE_DIR`` names one.
 * ``side-by-side``: the learner's unmeasured passes shared by a team of threads
-  (``--learner-passes team``) or split across them, a part each
-  (``side-by-side``); the default, ``auto``, times both at start-up.
+  (``--learner-passes team``, the default) or split across them, a part each
+  (``side-by-side``). A bf16 learner's team passes are compiled and its
+  side-by-side ones eager: compare with ``--learner-precision fp32`` to see
+  the schedule alone.
 
 Each row prints its rate and the median seconds of an update's rollout and
 learner phases.

@@ -108,6 +108,8 @@ def main() -> None:
     print(f"{'variant':32s} {'s/update':>9s} {'vs lean':>8s} {'ms/agent step':>14s}")
     for name, med in medians.items():
         print(f"{name:32s} {med:9.3f} {med / lean:8.2f} {1e3 * med / batch.size:14.3f}")
+    for learner in learners.values():
+        learner.close()  # the side-by-side workers
     if args.profile:
         learner = learners["rlscale default"]
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:

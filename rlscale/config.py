@@ -253,9 +253,9 @@ class RunConfig:
     learner_passes: str = opt("team", "how a convolutional learner's threads share its eager passes that measure "
                               "nothing: team (each pass shared by all threads), side-by-side (each thread a part "
                               "of the rows on its own, gradients summed: the same update up to float rounding), "
-                              "or auto: the faster, timed at start-up (rlscale/agents/side_by_side.py; a start "
-                              "beside a busy process favours side-by-side); a single CPU learner of 2 or more "
-                              "threads only", ("team", "auto", "side-by-side"))
+                              "or auto: side-by-side where timed at start-up at least 1.1x faster "
+                              "(rlscale/agents/side_by_side.py; a start beside a busy process favours it); the "
+                              "native engine's one CPU learner of 2 or more threads only, others keep the team", ("team", "auto", "side-by-side"))
     actor_precision: str = opt("auto", "rollout actors' forward passes: fp32, bf16 autocast, or auto: each actor "
                                "times fp32 and bf16 in both memory layouts at start-up on its own node and takes "
                                "the fastest whose outputs match fp32's (rlscale/precision.py)",
@@ -411,6 +411,9 @@ class Config:
             raise UserError("--learners is an option of the native engine (drop --backend rllib)")
         if r.learners > 1 and r.serial:
             raise UserError("--learners runs its learners as Ray actors; drop --serial")
+        if r.learner_passes != "team" and (r.backend != "native" or r.learners > 1):
+            raise UserError("--learner-passes shares the native engine's one learner's threads "
+                            "(drop --backend rllib and --learners)")
         if r.learner_compile == "on" and r.learner_passes == "side-by-side":
             raise UserError("--learner-passes side-by-side runs the passes eager (torch.compile is not "
                             "thread-safe): drop --learner-compile on")

@@ -17,42 +17,42 @@ from rlscale.config import build_config
 from rlscale.errors import UserError
 from rlscale.models.nets import build_network
 from rlscale.rollout.worker import flat_weights
+from rlscale.training.engine import NativeEngine
+from tests.conftest import run_command
 from tests.floats import largest, sum_tolerance
 from tests.test_gpu import CONV_POSITIONS
 from tests.test_learner import SPECS, random_batch
 
 SPEC = SPECS["nature_cnn"]
-N_ENVS, N_STEPS = 8, 16  # 128 rows: 4 minibatches of 32
+# 60 rows: 4 minibatches of 15 rows, each split in parts of 8 and 7 rows, in passes of ~3 rows
+# (--learner-chunk-rows: 3 + 3 + 2 and 4 + 3): parts and passes of unequal sizes, so a wrong weight at either
+# level shows.
+N_ENVS, N_STEPS = 4, 15
 # No noise measurement: every pass is one that may go side by side. TF-style RMSprop (tests/floats.py), and no
 # clipping: a clipped step would hide a gradient off by a factor.
-SETTINGS = {"n_envs": N_ENVS, "n_steps": N_STEPS, "noise_settle": 0, "measure_noise": False,
+SETTINGS = {"n_envs": N_ENVS, "n_steps": N_STEPS, "noise_settle": 0, "measure_noise": False, "learner_chunk_rows": 3,
             "optimizer": "rmsprop_tf", "learner_precision": "fp32", "learner_compile": "off", "max_grad_norm": 0.0}
 
 
-def team_and_side_by_side(**settings: object) -> tuple[PPOLearner, PPOLearner, object]:
+def learner_and_batch(**settings: object) -> tuple[PPOLearner, object]:
     cfg = build_config("pong", "ppo", {**SETTINGS, **settings})
     torch.manual_seed(0)
-    model = build_network(SPEC, "auto", 64)
     batch = random_batch(SPEC, cfg.agent.n_steps, cfg.env.n_envs)
     batch.logprobs[:] = np.log(1.0 / SPEC.n_actions)
-    team, side = PPOLearner(copy.deepcopy(model), cfg), PPOLearner(copy.deepcopy(model), cfg)
-    side.route.side_by_side = SideBySide(2)
-    return team, side, batch
+    return PPOLearner(build_network(SPEC, "auto", 64), cfg), batch
 
 
-def assert_same_update(team: PPOLearner, side: PPOLearner, batch: object) -> None:
+def test_side_by_side_passes_give_the_teams_update():
+    team, batch = learner_and_batch()
+    side = PPOLearner(copy.deepcopy(team.model), team.cfg)
+    side.route.side_by_side = workers = SideBySide(2)
     start = torch.from_numpy(flat_weights(team.model))
     threads = torch.get_num_threads()
     torch.set_num_threads(2)  # the side-by-side parts follow the torch thread count: 2 parts
     try:
         calls = []
-        part_gradient = side.route.side_by_side.gradients
-
-        def counted(*args: object, **kwargs: object) -> object:
-            calls.append(threading.current_thread().name)
-            return part_gradient(*args, **kwargs)
-
-        side.route.side_by_side.gradients = counted
+        split = workers.gradients
+        workers.gradients = lambda *args, **kwargs: calls.append(1) or split(*args, **kwargs)
         for learner in (team, side):
             learner.update(batch)
         assert torch.get_num_threads() == 2  # the workers' one thread each is theirs alone
@@ -67,36 +67,57 @@ def assert_same_update(team: PPOLearner, side: PPOLearner, batch: object) -> Non
     assert not torch.equal(result, start)
 
 
-def test_side_by_side_passes_give_the_teams_update():
-    assert_same_update(*team_and_side_by_side())
-
-
 def test_a_compiled_learner_keeps_the_team_and_says_why():
     # Two threads in compiled code deadlocked where one compiled again (torch.compile is not thread-safe).
-    team, _, batch = team_and_side_by_side(learner_compile="on")
-    obs = torch.from_numpy(batch.obs.reshape(-1, *SPEC.obs_shape)[:32])
-    assert team.compile_network(obs).startswith("compiled"), "the test needs a compiler"
-    assert team.share_passes("side-by-side", obs, 2) == "team passes (compiled passes run on one thread's team)"
-    assert team.route.side_by_side is None
+    learner, batch = learner_and_batch(learner_compile="on")
+    obs = torch.from_numpy(batch.obs.reshape(-1, *SPEC.obs_shape)[:16])
+    assert learner.compile_network(obs).startswith("compiled"), "the test needs a compiler"
+    note = learner.share_passes("side-by-side", lambda: obs, 2)
+    assert note == "team passes (compiled passes run on one thread's team)"
+    assert learner.route.side_by_side is None
 
 
-def test_side_by_side_and_compiled_passes_are_one_line_and_exit_2():
-    with pytest.raises(UserError, match="torch.compile is not thread-safe"):
-        build_config("pong", "ppo", {"learner_passes": "side-by-side", "learner_compile": "on"})
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"learner_passes": "side-by-side", "learner_compile": "on"}, "torch.compile is not thread-safe"),
+    ({"learner_passes": "auto", "backend": "rllib"}, "--learner-passes shares the native engine's one learner"),
+])
+def test_side_by_side_where_it_cannot_run_is_one_line_and_exit_2(settings, message):
+    with pytest.raises(UserError, match=message):
+        build_config("pong", "ppo", settings)
+    out = run_command(["rlscale.train", "pong",
+                       *[f"--{k.replace('_', '-')}={v}" for k, v in settings.items()]], timeout=60)
+    assert out.returncode == 2 and message.split(":")[0] in out.stderr and "Traceback" not in out.stderr
 
 
 def test_side_by_side_passes_are_the_sum_of_their_parts_not_a_copy_of_one():
-    # The parts' gradients weighted by their rows: a part left out or counted twice is far off.
-    team, side, batch = team_and_side_by_side()
-    workers = side.route.side_by_side
+    # The parts' gradients weighted by their rows (63 rows: parts of 32 and 31): a part left out,
+    # counted twice or weighted 1/parts is off.
+    workers = SideBySide(2)
     try:
-        rows = np.arange(64)
-        grads = lambda part: ([torch.full((1,), float(part.sum()) / part.size)], {"x": float(part.size)})  # noqa: E731
+        rows = np.arange(63)
+        grads = lambda part: ([torch.full((1,), float(part.mean()))], {"x": float(part.size)})  # noqa: E731
         total, stats = workers.gradients(grads, rows, parts=2)
         assert float(total[0]) == pytest.approx(rows.mean())
-        assert stats["x"] == pytest.approx(32.0)
+        assert stats["x"] == pytest.approx((32 * 32 + 31 * 31) / 63)
     finally:
-        side.close()
+        workers.close()
+
+
+def test_the_engine_runs_side_by_side_eager_says_so_and_stops_its_workers(tmp_path):
+    # A bf16 PPO learner would compile (--learner-compile auto); asked for side by side, it runs eager.
+    cfg = build_config("pong", "ppo", {"n_envs": 4, "n_steps": 8, "serial": True, "learner_threads": 2,
+                                       "learner_precision": "bf16", "learner_passes": "side-by-side",
+                                       "warmup_max_steps": 0})
+    before = {t.name for t in threading.enumerate()}
+    engine = NativeEngine(cfg, 4)
+    try:
+        assert "side-by-side passes (set)" in engine.describe() and "compiled" not in engine.describe()
+        assert engine.learner.compiled is None and engine.learner.route.side_by_side is not None
+        assert sum(t.name.startswith("learner-pass") for t in threading.enumerate()) == 2
+        engine.update(cfg.agent.lr)
+    finally:
+        engine.close()
+    assert {t.name for t in threading.enumerate()} <= before
 
 
 def slowed_on(thread: str, forward):
@@ -114,8 +135,8 @@ def slowed_on(thread: str, forward):
 @pytest.mark.parametrize(("slow", "expected"), [("main", "side-by-side"), ("workers", "team")])
 def test_auto_takes_the_schedule_that_timed_faster(slow, expected):
     # A real timing of both schedules, one of them made slower: the rule picks the other, and says so.
-    team, _, batch = team_and_side_by_side()
+    learner, batch = learner_and_batch()
     obs = torch.from_numpy(batch.obs.reshape(-1, *SPEC.obs_shape)[:16])
-    schedule = choose_pass_schedule(team.params, slowed_on(slow, team.forward), obs, threads=2, rounds=3)
+    schedule = choose_pass_schedule(learner.params, slowed_on(slow, learner.forward), obs, threads=2, rounds=3)
     assert schedule.kind == expected, schedule.why
     assert schedule.why.startswith("measured: 2 passes side by side ")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -104,15 +105,15 @@ class Learner:
         self.compiled = choice.module
         return choice.note
 
-    def share_passes(self, kind: str, obs: torch.Tensor, threads: int) -> str:
+    def share_passes(self, kind: str, pass_obs: Callable[[], torch.Tensor], threads: int) -> str:
         """Run the passes that measure nothing as one team of ``threads`` torch threads or side by side
-        (--learner-passes; auto: timed on a pass like ``obs``, as the run's passes run); what was chosen."""
+        (--learner-passes; auto: timed on a pass of ``pass_obs()``, as the run's passes run); what was chosen."""
         if self.compiled is not None:
             # Two threads running compiled code deadlocked when one of them compiled again (a new
             # pass shape): torch.compile is not thread-safe.
             schedule = PassSchedule("team", "compiled passes run on one thread's team")
         elif kind == "auto":
-            schedule = choose_pass_schedule(self.params, self.forward, obs.to(self.device), threads)
+            schedule = choose_pass_schedule(self.params, self.forward, pass_obs().to(self.device), threads)
         else:
             schedule = PassSchedule(kind, "set")
         if schedule.kind == "side-by-side":

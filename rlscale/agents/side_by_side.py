@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import statistics
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,16 +32,17 @@ import numpy as np
 import torch
 
 # --learner-passes auto keeps the team (the default) unless the workers side by side were at least
-# this much faster: on AVX-512 without a cap they read 0.88-1.03x the team's speed from one start-up
-# to the next, which is no reason to leave the default.
+# this much faster: on AVX-512 without a cap the probe read them at 0.98-1.05x the team's speed
+# (research/data/pass-schedule-probe-2026-11-29.txt), which is no reason to leave the default.
 SIDE_BY_SIDE_MIN_SPEEDUP = 1.1
 
 
-def _one_thread() -> None:
+def _one_thread(started: threading.Barrier) -> None:
     # torch sets a new thread's thread count from the process-wide one on its first operator;
     # asking for it first makes that happen now, so the count set next is the one that stays.
     torch.get_num_threads()
     torch.set_num_threads(1)
+    started.wait()
 
 
 class SideBySide:
@@ -50,8 +52,16 @@ class SideBySide:
         if workers < 2:
             raise ValueError("side-by-side passes need at least 2 workers")
         self.workers = workers
+        caller = torch.get_num_threads()
+        started = threading.Barrier(workers + 1)
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="learner-pass",
-                                                           initializer=_one_thread)
+                                                           initializer=_one_thread, initargs=(started,))
+        for _ in range(workers):  # each submit while the others wait at the barrier starts a thread
+            self._pool.submit(lambda: None)
+        started.wait()
+        # set_num_threads(1) in a worker also set torch's process-wide default (what a thread that
+        # starts later begins with): the caller's count, set again, puts that back.
+        torch.set_num_threads(caller)
 
     def gradients(self, part_gradient: Callable[[np.ndarray], tuple[list[torch.Tensor], dict[str, float]]],
                   rows: np.ndarray, parts: int = 0) -> tuple[list[torch.Tensor], dict[str, float]]:
@@ -62,6 +72,7 @@ class SideBySide:
         """
         pieces = [p for p in np.array_split(rows, min(parts or self.workers, self.workers)) if p.size]
         futures = [self._pool.submit(part_gradient, p) for p in pieces]
+        concurrent.futures.wait(futures)  # all of them, even if one failed: none is left using the model
         total: list[torch.Tensor] | None = None
         stats: dict[str, float] = {}
         for part, future in zip(pieces, futures, strict=True):

@@ -83,13 +83,19 @@ def make_pool(cfg: Config, spec: EnvSpec) -> Pool:
     return RayPool(cfg, spec)
 
 
-def compiles(cfg: Config, model: torch.nn.Module, device: torch.device) -> bool:
+def passes_may_go_side_by_side(cfg: Config, model: torch.nn.Module, device: torch.device, threads: int) -> bool:
+    """Whether --learner-passes can split passes across threads: one CPU learner of 2 or more threads
+    on a convolutional network (an MLP's or MinAtar's passes run on one thread)."""
+    return cfg.run.learners == 1 and device.type == "cpu" and threads > 1 and has_convolutions(model)
+
+
+def compiles(cfg: Config, model: torch.nn.Module, device: torch.device, side_by_side: bool = False) -> bool:
     """Whether the learner compiles its network (--learner-compile; a single learner in this process,
-    its precision resolved)."""
+    its precision resolved); ``side_by_side``: its passes are asked to go side by side, which run eager."""
     if cfg.run.learners > 1 or cfg.run.learner_compile == "off":
         return False
-    if cfg.run.learner_passes == "side-by-side" and cfg.run.learner_compile == "auto":
-        return False  # passes side by side run eager (Learner.share_passes)
+    if side_by_side and cfg.run.learner_compile == "auto":
+        return False  # Learner.share_passes: compiled code in two threads deadlocked
     if cfg.run.learner_compile == "on":
         return True
     # auto: where it was measured to pay (rlscale/models/compiled.py): PPO's bf16 learner on a
@@ -155,12 +161,15 @@ class NativeEngine:
             torch.set_rng_state(state["torch_rng"])
         elif start_from is not None:  # a branch (--init-from): the trunk's network and optimizer state
             self.learner.start_from(start_from)
-        self.compile_note = self.learner.compile_network(pass_obs()) if compiles(cfg, model, device) else ""
         # --learner-passes: how a team of threads shares the passes that measure nothing (side_by_side.py).
+        split = passes_may_go_side_by_side(cfg, model, device, threads)
+        forced = split and cfg.run.learner_passes == "side-by-side"
+        self.compile_note = self.learner.compile_network(pass_obs()) if compiles(cfg, model, device, forced) else ""
         self.passes_note = ""
-        if (cfg.run.learners == 1 and device.type == "cpu" and threads > 1 and has_convolutions(model)
-                and cfg.run.learner_passes != "team"):
-            self.passes_note = self.learner.share_passes(cfg.run.learner_passes, pass_obs(), threads)
+        if cfg.run.learner_passes != "team":
+            self.passes_note = (self.learner.share_passes(cfg.run.learner_passes, pass_obs, threads) if split else
+                                "team passes (side by side needs one CPU learner of 2 or more threads on a "
+                                "convolutional network)")
         try:
             self.pool = make_pool(replace(cfg, env=replace(cfg.env, n_envs=n_envs)), spec)
         except BaseException:
@@ -263,5 +272,7 @@ class NativeEngine:
         return self.learner.heldout_losses(batch)
 
     def close(self) -> None:
-        self.pool.close()
-        self.learner.close()
+        try:
+            self.pool.close()
+        finally:
+            self.learner.close()
