@@ -2,12 +2,12 @@
 very trunk it branches (research/notebook/results.md, "Branches that race to the next goal").
 
     python research/experiments/reach_at_forks.py --out DIR [--forks bo-s0 bo-s1 si-s0 si-s1]
-        [--seeds 0 1 2 3 4] [--jobs 2] [--branch-runs 1]
+        [--seeds 0 1 2 3 4] [--sweep-seeds 0 1 2] [--jobs 2] [--branch-runs 1]
 
 Resumable (a finished run is skipped, an interrupted one resumed), two runs at a time by default (each is serial, one
 thread). For each fork: the trunk (made here, at this commit: 32 envs, the game's trunk rate, until
 the fork's score), the fork sweep (batches 40-1,280, the power rule's rate from the trunk's at 160,
-3 seeds, to the two goals after the fork) and ``rlscale pareto`` over it, then one in-run measurement
+--sweep-seeds, 3 by default, to the two goals after the fork) and ``rlscale pareto`` over it, then one in-run measurement
 per seed from the same checkpoint (branches 0.25-8x of 160, each racing to the first goal). Prints
 each reading against the sweep's B_crit and writes DIR/reach-at-forks.json.
 """
@@ -77,6 +77,7 @@ def main() -> None:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--forks", nargs="*", default=list(FORKS), choices=list(FORKS))
     p.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4])
+    p.add_argument("--sweep-seeds", type=int, nargs="*", default=[0, 1, 2], help="the fork sweep's seeds a batch")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--branch-runs", type=int, default=1, help="races of each batch a measurement (--branch-runs)")
     args = p.parse_args()
@@ -92,7 +93,7 @@ def main() -> None:
         sweep = []
         for n in SWEEP_ENVS:
             rate = lr * math.sqrt(n / TRUNK_ENVS)  # the power rule, as a measurement's branches take it
-            for seed in (0, 1, 2):
+            for seed in args.sweep_seeds:
                 sweep.append((args.out / f / "sweep" / f"b{n * 5}-s{seed}", preset, "--init-from",
                               str(args.out / f / "trunk"), "--n-envs", str(n), "--lr", f"{rate:.3g}", "--seed",
                               str(seed), "--total-frames", "20000000", "--stop-return", str(goals[-1]),
