@@ -255,7 +255,8 @@ class RunConfig:
                               "of the rows on its own, gradients summed: the same update up to float rounding), "
                               "or auto: side-by-side where timed at start-up at least 1.1x faster "
                               "(rlscale/agents/side_by_side.py; a start beside a busy process favours it); the "
-                              "native engine's one CPU learner of 2 or more threads only, others keep the team", ("team", "auto", "side-by-side"))
+                              "native engine's one CPU learner of 2 or more threads only, others keep the team",
+                              ("team", "auto", "side-by-side"))
     actor_precision: str = opt("auto", "rollout actors' forward passes: fp32, bf16 autocast, or auto: each actor "
                                "times fp32 and bf16 in both memory layouts at start-up on its own node and takes "
                                "the fastest whose outputs match fp32's (rlscale/precision.py)",

@@ -137,6 +137,10 @@ def test_auto_takes_the_schedule_that_timed_faster(slow, expected):
     # A real timing of both schedules, one of them made slower: the rule picks the other, and says so.
     learner, batch = learner_and_batch()
     obs = torch.from_numpy(batch.obs.reshape(-1, *SPEC.obs_shape)[:16])
-    schedule = choose_pass_schedule(learner.params, slowed_on(slow, learner.forward), obs, threads=2, rounds=3)
+    workers = SideBySide(2)
+    try:
+        schedule = choose_pass_schedule(learner.params, slowed_on(slow, learner.forward), obs, workers, rounds=3)
+    finally:
+        workers.close()
     assert schedule.kind == expected, schedule.why
     assert schedule.why.startswith("measured: 2 passes side by side ")

@@ -17,7 +17,7 @@ import time
 import torch
 
 from rlscale.agents.ppo import PPOLearner
-from rlscale.agents.side_by_side import choose_pass_schedule
+from rlscale.agents.side_by_side import SideBySide, choose_pass_schedule
 from rlscale.config import build_config
 from rlscale.envs.vector import EnvSpec
 from rlscale.models.nets import build_network
@@ -39,7 +39,11 @@ def main() -> None:
             busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if load == "busy" else None
             try:
                 time.sleep(0.5)
-                choice = choose_pass_schedule(learner.params, learner.forward, obs, threads=2)
+                workers = SideBySide(2)
+                try:
+                    choice = choose_pass_schedule(learner.params, learner.forward, obs, workers)
+                finally:
+                    workers.close()
             finally:
                 if busy is not None:
                     busy.kill()

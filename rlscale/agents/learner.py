@@ -111,13 +111,16 @@ class Learner:
         if self.compiled is not None:
             # Two threads running compiled code deadlocked when one of them compiled again (a new
             # pass shape): torch.compile is not thread-safe.
-            schedule = PassSchedule("team", "compiled passes run on one thread's team")
-        elif kind == "auto":
-            schedule = choose_pass_schedule(self.params, self.forward, pass_obs().to(self.device), threads)
-        else:
-            schedule = PassSchedule(kind, "set")
+            return "team passes (compiled passes run on one thread's team)"
+        if kind == "team":
+            return "team passes (set)"
+        workers = SideBySide(threads)
+        schedule = (choose_pass_schedule(self.params, self.forward, pass_obs().to(self.device), workers)
+                    if kind == "auto" else PassSchedule(kind, "set"))
         if schedule.kind == "side-by-side":
-            self.route.side_by_side = SideBySide(threads)
+            self.route.side_by_side = workers
+        else:
+            workers.close()
         return f"{schedule.kind} passes ({schedule.why})"
 
     def close(self) -> None:

@@ -110,10 +110,11 @@ def _pass_seconds(run: Callable[[], object], repeats: int) -> float:
 
 def choose_pass_schedule(params: Sequence[torch.nn.Parameter],
                          forward: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
-                         obs: torch.Tensor, threads: int, rounds: int = 5) -> PassSchedule:
-    """Time one forward and backward pass over ``obs`` by a team of ``threads`` and by ``threads``
-    workers side by side, in turns, ``rounds`` times; go side by side only where that was at least
-    SIDE_BY_SIDE_MIN_SPEEDUP faster in the median of the rounds.
+                         obs: torch.Tensor, side: SideBySide, rounds: int = 5) -> PassSchedule:
+    """Time one forward and backward pass over ``obs`` by a team of ``side.workers`` threads and by the
+    workers of ``side``, in turns, ``rounds`` times; go side by side only where that was at least
+    SIDE_BY_SIDE_MIN_SPEEDUP faster in the median of the rounds. ``side`` is left running: the
+    workers the passes will use where they go side by side.
 
     ``forward(obs)`` gives (logits, values) as the learner's passes run them. Wall clock (the
     schedule's whole point is how threads wait for each other), in turns so that a change of load
@@ -122,7 +123,7 @@ def choose_pass_schedule(params: Sequence[torch.nn.Parameter],
         logits, value = forward(x)
         return list(torch.autograd.grad(logits.float().mean() + value.float().mean(), params))
 
-    side = SideBySide(threads)
+    threads = side.workers
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(threads)
@@ -135,7 +136,6 @@ def choose_pass_schedule(params: Sequence[torch.nn.Parameter],
             team.append(_pass_seconds(team_run, 2))
             side_by_side.append(_pass_seconds(side_run, 2))
     finally:
-        side.close()
         torch.set_num_threads(before)
     speedup = statistics.median(team) / statistics.median(side_by_side)
     measured = f"measured: {threads} passes side by side {speedup:.2f}x the speed of a team of {threads}"
