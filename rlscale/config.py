@@ -158,6 +158,10 @@ class ControlConfig:
     branch_runs: int = opt(1, "measured, --progress reach: races of each batch, each on its own environment seeds; "
                            "B_crit is fitted to each batch's geometric mean of steps and examples, as rlscale pareto "
                            "pools a sweep's seeds (one run a batch reads within 2x of the sweep at 1-3 of 5 seeds)")
+    branches_at_once: int = opt(0, "measured, --progress reach: races run at once, each a Ray task of its own "
+                                "with serial environments and a one-thread learner, spread over a cluster's "
+                                "nodes (each takes a core: give at most the free cores); 0: one after the other "
+                                "in this process")
     heldout_rollouts: int = opt(4, "measured: rollouts at the current batch collected for the held-out rows (more: a "
                                 "progress reading with less noise, at their agent steps' cost)")
     remeasure: float = opt(2.0, "measured: measure again once the agent steps have grown by this factor since the "
@@ -460,6 +464,10 @@ class Config:
             raise UserError(f"--branch-runs must be at least 1, got {c.branch_runs}")
         if c.branch_runs > 1 and c.progress != "reach":
             raise UserError("--branch-runs races each batch more than once: it goes with --progress reach")
+        if c.branches_at_once < 0:
+            raise UserError(f"--branches-at-once must be 0 (one after the other) or more, got {c.branches_at_once}")
+        if c.branches_at_once and c.progress != "reach":
+            raise UserError("--branches-at-once races the branches side by side: it goes with --progress reach")
         if c.progress == "return" and c.progress_episodes < 2:
             raise UserError(f"--progress-episodes must be at least 2, got {c.progress_episodes}")
         if c.heldout_rollouts < 1:

@@ -130,6 +130,8 @@ def test_a_branch_that_crashes_is_one_line_and_the_run_goes_on(tmp_path, monkeyp
     (["--progress", "reach", "--goals"], "--progress reach races the branches to the run's next goal"),
     (["--progress", "reach", "--branch-runs", "0"], "--branch-runs must be at least 1"),
     (["--branch-runs", "2"], "--branch-runs races each batch more than once: it goes with --progress reach"),
+    (["--progress", "reach", "--branches-at-once", "-1"], "--branches-at-once must be 0 (one after the other) or more"),
+    (["--branches-at-once", "2"], "--branches-at-once races the branches side by side: it goes with --progress reach"),
 ])
 def test_bad_measurement_settings_are_one_line_and_exit_2(flags, message, tmp_path):
     result = run_in_process(["rlscale.train", "cartpole", "--batch", "measured", *flags,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
-from rlscale.control.pareto_fit import fit_pareto
+from rlscale.control.pareto_fit import ParetoFit, fit_pareto
 
 
 def front(s_min: float, e_min: float, batches: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -78,3 +80,14 @@ def test_power_law_recovers_how_a_reading_moves_with_the_batch_and_the_rate():
     assert power_law([(160, 1e-2, 1.0), (640, 1e-2, 2.0), (1280, 1e-2, 3.0)]) is None
     assert power_law([(160, 1e-2, 1.0), (320, 2e-2, 2.0), (640, 4e-2, 3.0)]) is None
 
+
+
+def test_the_interval_is_the_standard_error_of_log_bcrit_and_undefined_where_too_wide_for_floats():
+    fit = ParetoFit(s_min=100.0, e_min=50_000.0, b_crit=500.0, b_crit_se=100.0, n_points=4, rms_log_residual=0.1)
+    low, high = fit.interval()
+    assert low == pytest.approx(500 * math.exp(-1.645 * 0.2)) and high == pytest.approx(500 * math.exp(1.645 * 0.2))
+    # A fit that pins nothing down (s.e. of log B_crit ~600: e**±1000 is past the floats) reads no interval
+    # instead of stopping the run with an OverflowError, as a measurement on CartPole did.
+    wide = ParetoFit(s_min=100.0, e_min=50_000.0, b_crit=500.0, b_crit_se=3e5, n_points=4, rms_log_residual=1.0)
+    assert all(math.isnan(x) for x in wide.interval())
+    assert all(math.isnan(x) for x in ParetoFit(1.0, 500.0, 500.0, math.nan, 3, 0.0).interval())

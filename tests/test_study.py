@@ -444,3 +444,7 @@ def test_measured_runs_are_named_by_their_rule_progress_and_branches_not_by_a_no
     assert variant_of(held_out) == "measured from 40 lr 0.0007 power a0.5 by total branches 0.5/1/2/4 remeasure 2"
     assert variant_of(racing) == variant_of(held_out).replace("by total", "by reach")
     assert len({c.variant for c in cells([held_out, racing], [475.0])}) == 2
+    twice, at_once = record("c", "measured", 8, 4_000, 0.01), record("d", "measured", 8, 4_000, 0.01)
+    twice.cfg.control.branch_runs, at_once.cfg.control.branches_at_once = 2, 2
+    assert variant_of(twice) == variant_of(held_out).replace("4 remeasure", "4 x2 races remeasure")
+    assert variant_of(at_once) == variant_of(held_out).replace("4 remeasure", "4 2 at once remeasure")

@@ -2,7 +2,7 @@
 fixed batch (200 at lr 3e-3, chosen on seeds 30-34 on 2026-11-26) against that batch, on the held-out
 seeds 35-39, to a mean return of 475 (research/notebook/results.md).
 
-    python research/experiments/measured_study_cartpole.py --out DIR [--seeds 35 36 37 38 39]
+    python research/experiments/measured_study_cartpole.py --out DIR [--seeds 35 36 37 38 39] [--arms ...]
 
 Resumable (a finished run is skipped). One run at a time, the arms interleaved seed by seed so they share
 whatever else the machine runs; serial runs, one learner thread, fp32. Then ``rlscale study`` over them.
@@ -28,15 +28,21 @@ ARMS = {
     "measured-from-800": ["--n-envs", "160", "--batch", "measured", "--progress", "reach", "--min-envs", "4",
                           "--max-envs", "256"],
 }
+# The same measurements with two races at once, each a Ray task of its own (--branches-at-once 2; added
+# 2026-11-29 after 22e84df): the same races and readings, the measurement's wall time shared by two cores.
+ARMS |= {f"{arm}-2-at-once": [*flags, "--branches-at-once", "2"] for arm, flags in ARMS.items() if "measured" in arm}
+DEFAULT_ARMS = ["fixed-200", "measured-from-50", "measured-from-200", "measured-from-800"]
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--seeds", type=int, nargs="*", default=[35, 36, 37, 38, 39])
+    p.add_argument("--arms", nargs="*", default=DEFAULT_ARMS, choices=list(ARMS))
     args = p.parse_args()
     for seed in args.seeds:
-        for arm, flags in ARMS.items():
+        for arm in args.arms:
+            flags = ARMS[arm]
             run_dir = args.out / arm / f"s{seed}"
             summary = run_dir / "summary.json"
             if summary.is_file() and json.loads(summary.read_text()).get("finished"):
@@ -52,7 +58,7 @@ def main() -> None:
             if done.returncode:
                 print(done.stderr[-1500:], flush=True)
     study = subprocess.run([sys.executable, "-m", "rlscale.study", *[str(args.out / arm / f"s{s}")
-                            for arm in ARMS for s in args.seeds if (args.out / arm / f"s{s}" / "summary.json").is_file()],
+                            for arm in args.arms for s in args.seeds if (args.out / arm / f"s{s}" / "summary.json").is_file()],
                             "--goals", "100", "200", "400", "475", "--out", str(args.out / "study.png")],
                            capture_output=True, text=True)
     print(study.stdout[-6000:], study.stderr[-1500:], flush=True)

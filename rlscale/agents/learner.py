@@ -160,6 +160,12 @@ class Learner:
         self.settling = max(0, self.settling - 1)
         return self.measuring
 
+    def environments_restarted(self) -> None:
+        """Every environment is new (``Pool.restart``): the next batch settles as a start's does, whatever
+        size the environments before it had (so a measurement's race, and the run after it, settle alike
+        in this process and in a race's own one)."""
+        self.batch_envs = 0
+
     def measure_parts_now(self) -> bool:
         every = self.cfg.noise.noise_parts_every
         return (self.cfg.noise.measure_noise and every > 0 and self.updates % every == 0

@@ -22,6 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 MIN_POINTS = 3  # two points fit exactly and say nothing of the error
+# The widest interval written as numbers: e**700 is near the largest float (a fit whose standard error of
+# log B_crit reaches this has not pinned B_crit down at all).
+MAX_LOG_SPREAD = 700.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,15 @@ class ParetoFit:
 
     def examples(self, batch: np.ndarray | float) -> np.ndarray:
         return self.e_min * (1.0 + np.asarray(batch, dtype=float) / self.b_crit)
+
+    def interval(self, z: float = 1.645) -> tuple[float, float]:
+        """B_crit's interval at ``z`` standard errors of log B_crit (1.645: 90 %); NaN where the standard
+        error is undefined or the interval too wide for floats (before, math.exp overflowed and a
+        --batch measured run stopped with a traceback, 2026-11-29)."""
+        spread = z * self.b_crit_se / self.b_crit
+        if not (math.isfinite(spread) and spread <= MAX_LOG_SPREAD):
+            return math.nan, math.nan
+        return self.b_crit * math.exp(-spread), self.b_crit * math.exp(spread)
 
 
 def fit_pareto(steps: np.ndarray, examples: np.ndarray) -> ParetoFit:
@@ -76,6 +88,7 @@ def fit_pareto(steps: np.ndarray, examples: np.ndarray) -> ParetoFit:
             se_log_b = math.sqrt(max(cov[1, 1], 0.0))
         except np.linalg.LinAlgError:
             pass
-    s_min, b_crit = math.exp(log_s_min), math.exp(log_b_crit)
+    # A front with no bend in range can send log B_crit past what a float holds: B_crit is then infinite.
+    s_min, b_crit = (math.exp(x) if x <= math.log(np.finfo(float).max) else math.inf for x in (log_s_min, log_b_crit))
     return ParetoFit(s_min=s_min, e_min=s_min * b_crit, b_crit=b_crit, b_crit_se=b_crit * se_log_b,
                      n_points=int(s.size), rms_log_residual=math.sqrt(rss / s.size))

@@ -255,8 +255,10 @@ class NativeEngine:
 
     def restart_envs(self, n_envs: int, seed: int) -> int:
         """``n_envs`` new environments seeded from ``seed`` alone, action draws too (Pool.restart); their
-        random warm-up steps."""
-        return self.pool.restart(n_envs, seed)
+        random warm-up steps. The noise meter lets the new environments settle (--noise-settle)."""
+        warmup = self.pool.restart(n_envs, seed)
+        self.learner.environments_restarted()
+        return warmup
 
     def heldout_batch(self, rollouts: int = 1) -> Batch:
         """``rollouts`` batches collected with the current weights, side by side as one (each rollout's

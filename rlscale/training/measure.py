@@ -19,6 +19,9 @@ examples, and the examples it took are read by eq. 2.11 (E = E_min·(1 + B/B_cri
 progress per example); the continued branch has reached the goal, so its examples are the run's.
 The training environments are not forked: each branch steps them on from where the last one
 left them, except in a race (reach), where every branch starts on new environments seeded alike.
+Races run one after the other in the run's engine, or side by side (--branches-at-once), each on an
+engine of its own built from the trunk's state in a Ray task (rlscale/distributed/ray_branches.py):
+the same races either way for a serial run.
 
 Bookkeeping: every branch's agent steps and examples count in the run's totals (the budget
 included), and the optimizer steps of the branches not continued are kept in
@@ -55,6 +58,17 @@ from rlscale.training.engine import NativeEngine
 from rlscale.training.logger import RunLogger
 
 
+class Races(Protocol):
+    """Races run side by side, each in its own process (rlscale.distributed.ray_branches.RemoteRaces)."""
+
+    at_once: int
+
+    def race(self, trunk: dict[str, Any], branches: list[BranchRun], scale: float, window_steps: float,
+             target: float | None, seeds: list[int]) -> list[BranchRun | BaseException]:
+        """Each branch raced from the trunk's state (``train_branch``), in order: what it did, or its error."""
+        ...
+
+
 class Run(Protocol):
     """What a measurement reads and moves of the training loop's run (rlscale.training.trainer.Run)."""
 
@@ -65,6 +79,8 @@ class Run(Protocol):
     state: Any  # trainer.TrainState
     settled: bool
     window: GoalWindow  # the trunk's last episodes' returns
+
+    races: Races | None  # --branches-at-once: where the races run side by side (None: one after the other here)
 
     @property
     def signal(self) -> float | None: ...
@@ -117,12 +133,25 @@ def plan_branches(run: Run) -> list[BranchRun]:
 
 def run_branch(run: Run, branch: BranchRun, heldout: Any, before: np.ndarray | None, window_steps: float,
                target: float | None = None, env_seed: int = 0) -> None:
-    """Train one branch for ``window_steps`` agent steps' worth of updates (at least one); with a
-    ``target`` (--progress reach), until the mean return of its own last episodes reaches it, or at
-    most that long, on new environments and action draws seeded by ``env_seed``, the same for every
-    branch (common random numbers: each starts as a fork sweep's run starts, on new environments;
-    carried on from the branch before, the first episodes were partly another policy's)."""
-    engine, cfg = run.engine, run.cfg
+    """Train one branch in the run's own engine (``train_branch``), at the run's annealing as it is now."""
+    train_branch(run.engine, run.cfg, branch, lr_scale(run), heldout, before, window_steps, target, env_seed)
+
+
+def lr_scale(run: Run) -> float:
+    """The run's learning-rate annealing as it is now: each branch's rate is its base rate times this."""
+    return run.lr_now() / run.state.base_lr if run.state.base_lr > 0 else 1.0
+
+
+def train_branch(engine: NativeEngine, cfg: Config, branch: BranchRun, scale: float, heldout: Any,
+                 before: np.ndarray | None, window_steps: float, target: float | None = None,
+                 env_seed: int = 0) -> None:
+    """Train one branch on ``engine`` (holding the trunk's state) for ``window_steps`` agent steps' worth of
+    updates (at least one); with a ``target`` (--progress reach), until the mean return of its own last
+    episodes reaches it, or at most that long, on new environments and action draws seeded by
+    ``env_seed``, the same for every branch (common random numbers: each starts as a fork sweep's run
+    starts, on new environments; carried on from the branch before, the first episodes were partly
+    another policy's). The engine is the run's (one branch after another) or a race's own in another
+    process (--branches-at-once: rlscale/distributed/ray_branches.py)."""
     start = time.perf_counter()
     if target is None:
         branch.warmup_steps = engine.resize_now(branch.n_envs)
@@ -130,11 +159,10 @@ def run_branch(run: Run, branch: BranchRun, heldout: Any, before: np.ndarray | N
         branch.warmup_steps = engine.restart_envs(branch.n_envs, env_seed)
     updates = max(1, round(window_steps / (branch.n_envs * cfg.agent.n_steps)))
     steps_before = engine.optimizer_steps
-    anneal = run.lr_now() / run.state.base_lr if run.state.base_lr > 0 else 1.0  # the run's annealing, as is
     branch.episodes = []
     window, seen = GoalWindow(), 0  # its own episodes only, as a branch of a fork sweep counts them
     for _ in range(updates):
-        result = engine.update(branch.lr * anneal)
+        result = engine.update(branch.lr * scale)
         branch.agent_steps += result.agent_steps
         branch.warmup_steps += result.warmup_steps  # environments that joined during the window
         branch.episodes += result.episodes
@@ -182,19 +210,28 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
         if by_return:
             trunk_returns, played = play_episodes(run, episode_seed)
         window_steps = cfg.control.window_updates * trunk_envs * cfg.agent.n_steps
+        seeds = [(episode_seed + 7_919 * branch.run) % 2**31 for branch in branches]
         done = []
-        for branch in branches:
-            engine.restore(trunk)
-            try:
-                run_branch(run, branch, heldout, before, window_steps, target,
-                           (episode_seed + 7_919 * branch.run) % 2**31)
-                if by_return:
-                    returns, steps = play_episodes(run, episode_seed)
-                    branch.returns, played = returns - trunk_returns, played + steps
-                done.append(branch)
-            except Exception as err:  # noqa: BLE001 - one branch's failure is reported, not the run's end
+        if run.races is not None:  # --branches-at-once: each race in its own process, several at once
+            outcomes = run.races.race(trunk, branches, lr_scale(run), window_steps, target, seeds)
+        else:
+            outcomes = []
+            for branch, seed in zip(branches, seeds, strict=True):
+                engine.restore(trunk)
+                try:
+                    run_branch(run, branch, heldout, before, window_steps, target, seed)
+                    if by_return:
+                        returns, steps = play_episodes(run, episode_seed)
+                        branch.returns, played = returns - trunk_returns, played + steps
+                    outcomes.append(branch)
+                except Exception as err:  # noqa: BLE001 - one branch's failure is reported, not the run's end
+                    outcomes.append(err)
+        for branch, outcome in zip(branches, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
                 print(f"measurement: the {branch.multiplier:g}x branch ({branch.n_envs} envs) failed "
-                      f"({type(err).__name__}: {err}); reading the others", flush=True)
+                      f"({type(outcome).__name__}: {outcome}); reading the others", flush=True)
+            else:
+                done.append(outcome)
         heldout_steps = 0 if heldout is None else heldout.size
         readable = [b for b in done if b.reached] if by_reach else done
         # Nothing to compare below two batches (a race's batch counts once all its races met the goal):
@@ -244,9 +281,10 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
         missed = [f"{b.batch:,.0f}" for b in branches if not b.reached]
         others = (f"to {target:g} in {'/'.join(f'{b.examples:,}' for b in readable)} examples"
                   + (f"; not reached at {', '.join(missed)}" if missed else ""))
+    at_once = f" ({run.races.at_once} races at once)" if run.races is not None else ""
     print(f"measured at {s.agent_steps:,} agent steps ({why}), by {PROGRESS_NAMES[cfg.control.progress]}: "
           f"{reading.describe()}, {interval} ({others}); continuing from the {chosen.batch:,.0f} branch "
-          f"({chosen.n_envs} envs, lr {chosen.lr:.2e}); {elapsed:.1f} s, {overhead:.1f} s and "
+          f"({chosen.n_envs} envs, lr {chosen.lr:.2e}); {elapsed:.1f} s{at_once}, {overhead:.1f} s and "
           f"{sum(b.examples for b in branches if b is not chosen):,} examples of it on branches not continued",
           flush=True)
     # Every tag at every measurement (NaN where a reading is undefined), so the charts line up.
@@ -362,10 +400,7 @@ def read_reach(branches: list[BranchRun]) -> tuple[Reading, tuple[float, float]]
     bound = ("below" if fit.b_crit <= batches.min() / RESOLVABLE else
              "above" if fit.b_crit >= batches.max() * RESOLVABLE else "")
     reading = replace(exact, critical_batch=fit.b_crit, bound=bound, scale=math.nan, residual=fit.rms_log_residual)
-    spread = 1.645 * fit.b_crit_se / fit.b_crit  # the fit's s.e. of log B_crit, at 90 %
-    interval = ((fit.b_crit * math.exp(-spread), fit.b_crit * math.exp(spread)) if math.isfinite(spread)
-                else (math.nan, math.nan))
-    return reading, interval
+    return reading, fit.interval()
 
 
 def choose(branches: list[BranchRun], critical_batch: float) -> BranchRun:

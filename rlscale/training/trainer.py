@@ -31,7 +31,7 @@ from rlscale.training.branch import BranchPoint, load_branch_point
 from rlscale.training.checkpoint import CONFIG_FILE, SUMMARY_FILE
 from rlscale.training.engine import Engine, NativeEngine, UpdateResult
 from rlscale.training.logger import RunLogger, StepRate
-from rlscale.training.measure import measure_critical_batch
+from rlscale.training.measure import Races, measure_critical_batch
 from rlscale.training.replay import describe, load_schedule
 
 # Consecutive non-finite updates after which the run stops (with a checkpoint).
@@ -74,6 +74,7 @@ class Run:
     finished: bool = False  # the budget or --stop-return was reached
     last_lr: float | None = None  # the learning rate of the last update (annealing moves it)
     settled: bool = False  # the pool ran unchanged through the last update (its timing is clean)
+    races: Races | None = None  # --branches-at-once: a measurement's races side by side (None: one by one)
 
     def next_goal(self) -> GoalOutlook | None:
         """The lowest goal not yet met (--stop-return counts): where the return's trend and the
@@ -140,12 +141,22 @@ def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None,
     # A resumed run starts with the env count it had, not the preset's.
     engine = make_engine(cfg, run_dir, state.n_envs, saved["engine"] if saved else None, branch)
     state.warmup_steps += engine.start_warmup_steps  # a resumed run starts new environments too
+    races = None
+    if cfg.control.batch == "measured" and cfg.control.branches_at_once:
+        # Ray only where asked for.
+        from rlscale.distributed.ray_branches import RemoteRaces, race_config
+
+        try:
+            races = RemoteRaces(race_config(engine), cfg.control.branches_at_once)
+        except BaseException:
+            engine.close()
+            raise
     # Events past the checkpoint were written by the killed process: TensorBoard drops them.
     logger = RunLogger(str(run_dir), purge_step=state.agent_steps + 1 if saved else None)
     logger.layout(cfg.control.signal)
     # Trend points every 0.5 % of the budget: the last 10 span 5 % of it.
     return Run(cfg, run_dir, engine, controller, logger, state, window,
-               GoalForecast(spacing=cfg.total_agent_steps / 200))
+               GoalForecast(spacing=cfg.total_agent_steps / 200), races=races)
 
 
 def save_checkpoint(run: Run) -> Path:
@@ -375,7 +386,8 @@ def run(cfg: Config, run_dir: Path, resume: bool = False,
         training.on_progress = on_progress
         s = training.state
         print(f"{cfg.env.env_id} | {cfg.agent.algo} | {s.n_envs} envs x {cfg.agent.n_steps} steps "
-              f"| {training.engine.describe()} | batch control: {cfg.control.batch} "
+              f"| {training.engine.describe()} | batch control: {cfg.control.batch}"
+              f"{f', {training.races.describe()}' if training.races is not None else ''} "
               f"| budget {cfg.total_agent_steps:,} agent steps{stop_clause(cfg)}", flush=True)
         train_loop(training)
         path = save_checkpoint(training)
@@ -401,6 +413,10 @@ def run(cfg: Config, run_dir: Path, resume: bool = False,
         return 130
     finally:
         if training is not None:
-            training.engine.close()
-            training.logger.close()
+            try:
+                training.engine.close()
+            finally:
+                if training.races is not None:
+                    training.races.close()
+                training.logger.close()
 
