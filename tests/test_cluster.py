@@ -293,6 +293,23 @@ def test_training_run_survives_losing_a_node(cluster, tmp_path, capsys):
     assert summary["updates"] == 10_000 // 40  # every update kept its full batch of 8 envs x 5 steps
 
 
+@pytest.mark.timeout(240)
+def test_a_measurements_races_run_side_by_side_on_the_clusters_nodes(cluster, tmp_path, capsys):
+    """--branches-at-once on a cluster: a serial run joins it for its measurement's races, and Ray spreads the
+    races over the nodes (the line says on how many); the run leaves the cluster as it found it."""
+    c, _ = cluster
+    code = train_main(["cartpole", "--serial", "--address", c.address, "--batch", "measured", "--progress", "reach",
+                       "--goals", "30", "45", "--total-frames", "9000", "--n-envs", "8", "--branch-window", "400",
+                       "--log-interval", "600", "--branches-at-once", "2", "--run-dir", str(tmp_path / "run")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "measurement races 2 at once (Ray tasks on 3 nodes, 3 CPUs)" in out
+    (line,) = [line for line in out.splitlines() if line.startswith("measured at")]
+    nodes = re.search(r"\(2 races at once on (\d) nodes\)", line)
+    assert nodes is not None and int(nodes[1]) >= 2, line
+    assert not ray.is_initialized()
+
+
 def test_where_a_run_joins_and_writes(monkeypatch, tmp_path):
     """--address, else $RAY_ADDRESS (not the Jobs API's http:// one), else a Ray of the run's own;
     runs under $RLSCALE_RUNS, else ~/rlscale-runs in a Ray job, else ./runs."""

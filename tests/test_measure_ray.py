@@ -63,7 +63,7 @@ def test_races_side_by_side_read_what_the_races_one_after_the_other_read(tmp_pat
         assert result.returncode == 0, result.stderr
         runs[at_once] = result.stdout, checkpoint.load(checkpoint.latest(run_dir))
     (one_by_one, saved), (side_by_side, saved_at_once) = runs[0], runs[2]
-    assert "measurement races 2 at once (Ray tasks on 1 node" in side_by_side and "(2 races at once)" in side_by_side
+    assert "measurement races 2 at once (Ray tasks on 1 node" in side_by_side and "(2 races at once on 1 node)" in side_by_side
     assert len(measured_lines(side_by_side)) == 1 and measured_lines(side_by_side) == measured_lines(one_by_one)
     def untimed(state: dict) -> dict:  # the trainer's counters without the seconds (the goals' included)
         goals = {g: {k: v for k, v in at.items() if k != "wall_seconds"} for g, at in state["goals"].items()}

@@ -18,7 +18,7 @@ from typing import Any
 import ray
 
 from rlscale.config import Config
-from rlscale.distributed.ray_pool import init_ray, notices_path
+from rlscale.distributed.ray_pool import init_ray, notices_path, this_node
 from rlscale.training.engine import NativeEngine
 from rlscale.training.measure import BranchRun, train_branch
 
@@ -43,6 +43,7 @@ def race_in_its_own_process(cfg: Config, trunk: dict[str, Any], branch: BranchRu
         train_branch(engine, cfg, branch, scale, None, None, window_steps, target, env_seed)
     finally:
         engine.close()
+    branch.node = this_node()
     return branch
 
 

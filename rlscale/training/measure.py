@@ -108,6 +108,7 @@ class BranchRun:
     run: int = 0  # --branch-runs: which race of its batch (each on its own environment seeds)
     at_once: bool = False  # ... with its first GOAL_WINDOW episodes: the wait for them, not learning
     end: dict[str, Any] | None = None  # the engine's snapshot at the window's end
+    node: str = ""  # --branches-at-once: the Ray node its race ran on
 
 
 def branch_envs(run: Run, multiplier: float) -> int:
@@ -281,7 +282,9 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
         missed = [f"{b.batch:,.0f}" for b in branches if not b.reached]
         others = (f"to {target:g} in {'/'.join(f'{b.examples:,}' for b in readable)} examples"
                   + (f"; not reached at {', '.join(missed)}" if missed else ""))
-    at_once = f" ({run.races.at_once} races at once)" if run.races is not None else ""
+    nodes = len({b.node for b in branches})
+    at_once = (f" ({run.races.at_once} races at once on {nodes} node{'s' if nodes > 1 else ''})"
+               if run.races is not None else "")
     print(f"measured at {s.agent_steps:,} agent steps ({why}), by {PROGRESS_NAMES[cfg.control.progress]}: "
           f"{reading.describe()}, {interval} ({others}); continuing from the {chosen.batch:,.0f} branch "
           f"({chosen.n_envs} envs, lr {chosen.lr:.2e}); {elapsed:.1f} s{at_once}, {overhead:.1f} s and "
