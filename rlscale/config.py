@@ -146,13 +146,15 @@ class ControlConfig:
                                "least the largest multiplier, so every branch takes one update); with --progress "
                                "reach, the most a branch may take before it counts as not reaching the goal "
                                f"(0: {BRANCH_WINDOW_UPDATES:g} updates, with reach {REACH_CAP_UPDATES:,.0f})")
-    progress: str = opt("total", "measured: the progress a branch is read by: the fall over its window of the "
-                        "optimised loss on held-out rows, total (policy and value parts) or policy (the policy part "
-                        "alone), both logged; return, the rise of the mean return over --progress-episodes "
-                        "episodes played with the same seeds by the trunk and every branch; or reach, the examples "
-                        "each branch takes until the mean return of its own last 20 episodes reaches the run's "
-                        "next goal (--goals/--stop-return): the fork sweep's measure (eq. 2.11), in the run",
-                        ("total", "policy", "return", "reach"))
+    # reach by default: the one measure that read the fork sweeps' B_crit (docs/results.md); the window
+    # measures read it at none of five forks and are kept for the record.
+    progress: str = opt("reach", "measured: the progress a branch is read by: reach, the examples each branch "
+                        "takes until the mean return of its own last 20 episodes reaches the run's next goal "
+                        "(--goals/--stop-return): the fork sweep's measure (eq. 2.11), in the run; or the fall over "
+                        "its window of the optimised loss on held-out rows, total (policy and value parts) or "
+                        "policy (the policy part alone), both logged; or return, the rise of the mean return over "
+                        "--progress-episodes episodes played with the same seeds by the trunk and every branch",
+                        ("reach", "total", "policy", "return"))
     progress_episodes: int = opt(16, "measured, --progress return: episodes the trunk and each branch play for the "
                                  "reading (their steps count in the run's agent steps)")
     branch_runs: int = opt(1, "measured, --progress reach: races of each batch, each on its own environment seeds; "
@@ -458,8 +460,8 @@ class Config:
             raise UserError(f"{given} is under one update for the {max(c.branches):g}x "
                             f"branch: give at least {max(c.branches):g} (updates at the current batch)")
         if c.progress == "reach" and not self.score_goals:
-            raise UserError("--progress reach races the branches to the run's next goal: give --goals or "
-                            "--stop-return")
+            raise UserError("--progress reach (the default) races the branches to the run's next goal: give "
+                            "--goals or --stop-return, or another --progress")
         if c.branch_runs < 1:
             raise UserError(f"--branch-runs must be at least 1, got {c.branch_runs}")
         if c.branch_runs > 1 and c.progress != "reach":

@@ -14,6 +14,7 @@ from rlscale.training import checkpoint, measure
 from tests.conftest import run_in_process
 
 SMALL = ["--n-envs", "8", "--branch-window", "4", "--log-interval", "600"]
+WINDOW = ["--progress", "total"]  # the held-out loss's window (the default races to a goal)
 
 
 def _summary(run_dir) -> dict:
@@ -24,7 +25,7 @@ def test_every_branchs_examples_and_steps_are_counted_once(tmp_path):
     """One measurement (at the start): 4 branches of 4 updates' worth at 40 observations, 0.5x-4x."""
     run_dir = tmp_path / "run"
     result = run_in_process(["rlscale.train", "cartpole", "--serial", "--batch", "measured", "--remeasure", "1e9",
-                             "--heldout-rollouts", "2", "--total-frames", "1000", *SMALL, "--run-dir", str(run_dir)])
+                             "--heldout-rollouts", "2", "--total-frames", "1000", *SMALL, *WINDOW, "--run-dir", str(run_dir)])
     assert result.returncode == 0, result.stderr
     summary = _summary(run_dir)
     learner_steps = checkpoint.load(checkpoint.latest(run_dir))["engine"]["learner"]["updates"]
@@ -72,7 +73,7 @@ def test_progress_by_return_plays_the_same_episodes_for_every_branch_and_counts_
 
 def test_an_interrupt_inside_a_measurement_resumes_before_it_without_gaps_or_duplicates(tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
-    args = ["rlscale.train", "cartpole", "--serial", "--batch", "measured", "--total-frames", "3000", *SMALL,
+    args = ["rlscale.train", "cartpole", "--serial", "--batch", "measured", "--total-frames", "3000", *SMALL, *WINDOW,
             "--run-dir", str(run_dir)]
     calls = {"n": 0}
     real = measure.run_branch
@@ -113,7 +114,7 @@ def test_a_branch_that_crashes_is_one_line_and_the_run_goes_on(tmp_path, monkeyp
 
     monkeypatch.setattr(measure, "run_branch", third_branch_crashes)
     result = run_in_process(["rlscale.train", "cartpole", "--serial", "--batch", "measured", "--remeasure", "1e9",
-                             "--total-frames", "1000", *SMALL, "--run-dir", str(tmp_path / "run")])
+                             "--total-frames", "1000", *SMALL, *WINDOW, "--run-dir", str(tmp_path / "run")])
     assert result.returncode == 0, result.stderr
     failures = [line for line in result.stdout.splitlines() if "branch" in line and "failed" in line]
     assert failures == ["measurement: the 2x branch (16 envs) failed (RuntimeError: actor lost); reading the others"]
@@ -127,11 +128,11 @@ def test_a_branch_that_crashes_is_one_line_and_the_run_goes_on(tmp_path, monkeyp
     (["--branch-window", "2"], "--branch-window 2 is under one update for the 4x branch"),
     (["--remeasure", "1"], "--remeasure must be above 1"),
     (["--progress", "return", "--progress-episodes", "1"], "--progress-episodes must be at least 2"),
-    (["--progress", "reach", "--goals"], "--progress reach races the branches to the run's next goal"),
+    (["--goals"], "--progress reach (the default) races the branches to the run's next goal"),
     (["--progress", "reach", "--branch-runs", "0"], "--branch-runs must be at least 1"),
-    (["--branch-runs", "2"], "--branch-runs races each batch more than once: it goes with --progress reach"),
+    ([*WINDOW, "--branch-runs", "2"], "--branch-runs races each batch more than once: it goes with --progress reach"),
     (["--progress", "reach", "--branches-at-once", "-1"], "--branches-at-once must be 0 (one after the other) or more"),
-    (["--branches-at-once", "2"], "--branches-at-once races the branches side by side: it goes with --progress reach"),
+    ([*WINDOW, "--branches-at-once", "2"], "--branches-at-once races the branches side by side: it goes with --progress reach"),
 ])
 def test_bad_measurement_settings_are_one_line_and_exit_2(flags, message, tmp_path):
     result = run_in_process(["rlscale.train", "cartpole", "--batch", "measured", *flags,
@@ -151,7 +152,7 @@ def test_a_measurement_with_one_branch_left_holds_the_batch_and_counts_what_it_s
     monkeypatch.setattr(measure, "run_branch", only_the_1x_branch_runs)
     run_dir = tmp_path / "run"
     result = run_in_process(["rlscale.train", "cartpole", "--serial", "--batch", "measured", "--remeasure", "1e9",
-                             "--heldout-rollouts", "2", "--total-frames", "1000", *SMALL, "--run-dir", str(run_dir)])
+                             "--heldout-rollouts", "2", "--total-frames", "1000", *SMALL, *WINDOW, "--run-dir", str(run_dir)])
     assert result.returncode == 0, result.stderr
     assert "measurement: 1 of 4 branches finished, too few to read" in result.stdout
     summary = _summary(run_dir)

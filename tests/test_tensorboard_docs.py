@@ -46,7 +46,8 @@ RUNS = {
     # 8 envs x 5 steps, --batch measured: a measurement at the start (branches 4-32 envs, 4 updates' worth
     # each), 8 updates, a second measurement (agent steps x2), and no more within the budget.
     "measured": ["cartpole", "--agent", "a2c", "--serial", "--n-envs", "8", "--vector-size", "2",
-                 "--batch", "measured", "--branch-window", "4", "--noise-settle", "0", "--curvature-every", "3",
+                 "--batch", "measured", "--progress", "total", "--branch-window", "4", "--noise-settle", "0",
+                 "--curvature-every", "3",
                  "--total-frames", "2200", "--log-interval", "1000"],
 }
 
