@@ -80,6 +80,8 @@ def main() -> None:
     p.add_argument("--sweep-seeds", type=int, nargs="*", default=[0, 1, 2], help="the fork sweep's seeds a batch")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--branch-runs", type=int, default=1, help="races of each batch a measurement (--branch-runs)")
+    p.add_argument("--branches-at-once", type=int, default=0,
+                   help="races at once (--branches-at-once; the same readings, less wall time)")
     args = p.parse_args()
     run_all([(args.out / f / "trunk", FORKS[f][0], "--lr", f"{FORKS[f][2]:g}", "--seed", str(FORKS[f][1]),
               "--n-envs", str(TRUNK_ENVS), "--stop-return", str(FORKS[f][3]), "--total-frames", "20000000",
@@ -104,7 +106,8 @@ def main() -> None:
         run_all([(args.out / f / "measured" / f"reach{runs}-s{seed}", preset, "--init-from", str(args.out / f / "trunk"),
                   "--batch", "measured", "--remeasure", "1e9", "--progress", "reach", "--goals", str(goals[0]),
                   "--branches", *MULTIPLIERS, "--branch-window", str(CAP_UPDATES), "--n-envs", str(TRUNK_ENVS),
-                  "--lr", f"{lr:g}", "--total-frames", "1", "--seed", str(seed), "--branch-runs", str(args.branch_runs))
+                  "--lr", f"{lr:g}", "--total-frames", "1", "--seed", str(seed), "--branch-runs", str(args.branch_runs),
+                  "--branches-at-once", str(args.branches_at_once))
                  for seed in args.seeds], args.jobs)
     rows = []
     for f in args.forks:
@@ -117,15 +120,15 @@ def main() -> None:
                          "overhead_examples": summary["measure_examples"],
                          "overhead_seconds": summary["measure_seconds"], "wall_seconds": summary["wall_seconds"]})
     (args.out / "reach-at-forks.json").write_text(json.dumps({"sweep": truth, "readings": rows}, indent=1))
-    for f in args.forks:
-        mine = [r for r in rows if r["fork"] == f]
-        if not truth.get(f) or not mine:
+    for f, kind in sorted({(r["fork"], r["run"].rsplit("-s", 1)[0]) for r in rows}):  # races a batch apart
+        mine = [r for r in rows if r["fork"] == f and r["run"].rsplit("-s", 1)[0] == kind]
+        if not truth.get(f):
             continue
         low, high = min(truth[f].values()), max(truth[f].values())
         within = sum(1 for r in mine if math.isfinite(r["reading"]) and low / 2 <= r["reading"] <= high * 2)
         shown = " ".join(f"{r['reading']:,.0f}" if math.isfinite(r["reading"]) else "-" for r in mine)
         steps = " ".join(f"{r['agent_steps']:,}" for r in mine)
-        print(f"{f}: sweep B_crit {', '.join(f'goal {g}: {b:,.0f}' for g, b in truth[f].items())}; "
+        print(f"{f} {kind}: sweep B_crit {', '.join(f'goal {g}: {b:,.0f}' for g, b in truth[f].items())}; "
               f"readings {shown}; within 2x: {within} of {len(mine)}; agent steps a measurement {steps}")
 
 
