@@ -44,8 +44,8 @@ def test_a_ray_run_measures_twice_logs_the_reading_and_its_cost_and_resizes(tmp_
 
 def measured_lines(stdout: str) -> list[str]:
     """The measurement lines without their wall times (``... agent steps); 3.2 s, ...``)."""
-    return [line.split("); ", 1)[0] + line.split("); ", 1)[1].split(";", 1)[0]
-            for line in stdout.splitlines() if line.startswith("measured at")]
+    parts = [line.split("); ", 1) for line in stdout.splitlines() if line.startswith("measured at")]
+    return [reading + after.split(";", 1)[0] for reading, after in parts]
 
 
 @pytest.mark.timeout(300)

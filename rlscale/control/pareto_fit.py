@@ -25,6 +25,7 @@ MIN_POINTS = 3  # two points fit exactly and say nothing of the error
 # The widest interval written as numbers: e**700 is near the largest float (a fit whose standard error of
 # log B_crit reaches this has not pinned B_crit down at all).
 MAX_LOG_SPREAD = 700.0
+LOG_FLOAT_MAX = math.log(np.finfo(float).max)  # past this, exp() overflows
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,6 @@ def fit_pareto(steps: np.ndarray, examples: np.ndarray) -> ParetoFit:
         except np.linalg.LinAlgError:
             pass
     # A front with no bend in range can send log B_crit past what a float holds: B_crit is then infinite.
-    s_min, b_crit = (math.exp(x) if x <= math.log(np.finfo(float).max) else math.inf for x in (log_s_min, log_b_crit))
+    s_min, b_crit = (math.exp(x) if x <= LOG_FLOAT_MAX else math.inf for x in (log_s_min, log_b_crit))
     return ParetoFit(s_min=s_min, e_min=s_min * b_crit, b_crit=b_crit, b_crit_se=b_crit * se_log_b,
                      n_points=int(s.size), rms_log_residual=math.sqrt(rss / s.size))

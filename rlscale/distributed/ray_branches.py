@@ -37,9 +37,10 @@ def race_config(engine: NativeEngine) -> Config:
 def race_in_its_own_process(cfg: Config, trunk: dict[str, Any], branch: BranchRun, scale: float,
                             window_steps: float, target: float | None, env_seed: int) -> BranchRun:
     """One branch's race (``train_branch``) on an engine of its own holding the trunk's state."""
-    engine = NativeEngine(cfg, branch.n_envs, state=trunk)
+    engine = NativeEngine(cfg, branch.n_envs)
     try:
-        engine.restore(trunk)  # the RNG as the trunk left it: building the pool drew from it
+        # The trunk's learner and RNG, loaded once the engine is built (building its pool drew from the RNG).
+        engine.restore(trunk)
         train_branch(engine, cfg, branch, scale, None, None, window_steps, target, env_seed)
     finally:
         engine.close()
