@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plot": ("rlscale.reports.plot", "one PNG of a run: return, noise scales, batch, learning rate"),
     "compare": ("rlscale.reports.compare", "runs side by side: steps, examples and time to each goal"),
     "sweep": ("rlscale.sweep", "fixed-batch runs over batch sizes, rates and seeds (Ray Tune)"),
+    "pbt": ("rlscale.pbt", "Population Based Training over batch size and rate (Ray Tune), to a goal"),
     "pareto": ("rlscale.reports.pareto", "Pareto fronts of a sweep and B_crit per goal (eq. 2.11)"),
     "study": ("rlscale.reports.study", "a batch-control study's table: time to goal against fixed batches"),
     "plan": ("rlscale.reports.plan", "how many nodes a task can use, from a run's measured costs"),
