@@ -264,3 +264,20 @@ def test_an_interrupt_as_a_race_continues_puts_the_trunk_back_and_the_resumed_ru
     resumed = run_in_process(["rlscale.train", "--resume", str(run_dir)])
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout.count("measured at") == 1 and _summary(run_dir)["measurements"] == 1
+
+
+def test_a_race_runs_at_the_actors_measured_precision_or_the_runs_setting_while_no_actor_is_up():
+    from types import SimpleNamespace
+
+    from rlscale.config import build_config
+    from rlscale.distributed.ray_branches import race_config
+    from rlscale.models.precision import InferenceChoice
+
+    cfg = build_config("minatar-breakout", None, {"actor_precision": "auto", "learner_threads": 2})
+    engine = SimpleNamespace(cfg=cfg, pool=SimpleNamespace(inference=lambda: []))  # an elastic pool, none up
+    race = race_config(engine).run
+    assert (race.serial, race.learner_threads, race.learner_device) == (True, 1, "cpu")
+    assert race.actor_precision == "auto"  # the race's engine times its own
+    engine.pool.inference = lambda: [InferenceChoice("bf16", True, {}, {}), InferenceChoice("fp32", False, {}, {})]
+    race = race_config(engine).run
+    assert (race.actor_precision, race.actor_channels_last) == ("bf16", True)

@@ -26,12 +26,14 @@ from rlscale.training.measure import BranchRun, train_branch
 def race_config(engine: NativeEngine) -> Config:
     """The run's settings as its engine resolved them, for an engine of one race: serial environments,
     one learner thread on the CPU (a race is a task without a GPU), the actors' precision and layout as
-    the run's first actor measured them."""
+    the run's first actor measured them (the run's own setting while no actor is up)."""
     cfg = engine.cfg
-    inference = engine.pool.inference()[0]
-    return replace(cfg, run=replace(cfg.run, serial=True, learner_threads=1, learner_passes="team", learner_device="cpu",
-                                    actor_precision=inference.precision,
-                                    actor_channels_last=inference.channels_last))
+    race = replace(cfg.run, serial=True, learner_threads=1, learner_passes="team", learner_device="cpu")
+    measured = engine.pool.inference()
+    if not measured:  # an elastic pool with no actor up yet: each race times its own, as the run's setting says
+        return replace(cfg, run=race)
+    return replace(cfg, run=replace(race, actor_precision=measured[0].precision,
+                                    actor_channels_last=measured[0].channels_last))
 
 
 def race_in_its_own_process(cfg: Config, trunk: dict[str, Any], branch: BranchRun, scale: float,
