@@ -12,7 +12,7 @@ All members stop when one reaches ``--stop-return`` or each has trained ``--tota
 
 The population's cost is what every member ran: the agent steps, examples, optimizer steps and the CPU
 seconds of all segments (pbt.json and the last line). A segment that the stop cuts short is not counted,
-which favours PBT by at most one segment a member.
+which favours PBT by at most one segment a member: the line says how many, and the bound with them.
 
 Each segment's own output is in its run directory (stdout.txt): ``PBT_DIR/member<i>/segment<k>``.
 """
@@ -79,13 +79,23 @@ class Segment:
     reached: bool
 
 
-def population_totals(segments: list[Segment]) -> dict[str, float]:
-    """What the population ran, all members and segments: the cost PBT is compared by."""
+def population_totals(segments: list[Segment], cut_short: int, interval_steps: int) -> dict[str, float]:
+    """What the population ran, all members and segments: the cost PBT is compared by. ``cut_short``
+    segments were stopped before they ended (a member was mid-segment when another met the goal): they
+    are not counted, and ``agent_steps_at_most`` counts each as a whole segment."""
+    steps = sum(s.agent_steps for s in segments)
     return {"segments": len(segments),
-            "agent_steps": sum(s.agent_steps for s in segments),
+            "agent_steps": steps,
             "examples": sum(s.examples for s in segments),
             "updates": sum(s.updates for s in segments),
-            "cpu_seconds": round(sum(s.cpu_seconds for s in segments), 1)}
+            "cpu_seconds": round(sum(s.cpu_seconds for s in segments), 1),
+            "cut_short": cut_short,
+            "agent_steps_at_most": steps + cut_short * interval_steps}
+
+
+def cut_short_segments(pbt_dir: Path) -> int:
+    """Segments that started and never wrote their record: the stop ended them."""
+    return sum(not (folder / SEGMENT_FILE).is_file() for folder in pbt_dir.glob("member*/segment*"))
 
 
 def read_segments(pbt_dir: Path) -> list[Segment]:
@@ -214,7 +224,8 @@ def run_population(plan: Plan, members: int, batch_sizes: list[int], lr_range: t
     wall = time.perf_counter() - started
     segments = read_segments(pbt_dir)
     winners = [s for s in segments if s.reached]
-    totals = population_totals(segments)
+    frames_per_step = build_config(plan.env, plan.agent, plan.overrides).frames_per_step
+    totals = population_totals(segments, cut_short_segments(pbt_dir), plan.interval_frames // frames_per_step)
     checkpoint.write_json(pbt_dir / PBT_FILE, {
         "env": plan.env, "members": members, "batch_sizes": batch_sizes, "lr_range": list(lr_range),
         "plan": asdict(plan), "reached": bool(winners), "wall_seconds": round(wall, 1), "cost": totals,
@@ -225,6 +236,9 @@ def run_population(plan: Plan, members: int, batch_sizes: list[int], lr_range: t
     cost = (f"the population ran {totals['agent_steps']:,} agent steps, {totals['examples']:,} examples, "
             f"{totals['updates']:,} updates and {totals['cpu_seconds']:,.0f} CPU seconds in {totals['segments']} "
             f"segments ({members} members, {wall:.0f} s)")
+    if totals["cut_short"]:
+        cost += (f", and {totals['cut_short']} segment{'s' if totals['cut_short'] > 1 else ''} cut short by the "
+                 f"stop, not counted (at most {totals['agent_steps_at_most']:,} agent steps in all)")
     if winners:
         w = winners[0]
         print(f"goal {plan.stop_return:g} reached by member {w.member} (batch {w.batch_size}, lr {w.lr:.3g}) after "
