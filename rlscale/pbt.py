@@ -11,8 +11,9 @@ checkpoint of one in the top quarter and perturbs its batch (the next size up or
 All members stop when one reaches ``--stop-return`` or each has trained ``--total-frames``.
 
 The population's cost is what every member ran: the agent steps, examples, optimizer steps and the CPU
-seconds of all segments (pbt.json and the last line). A segment that the stop cuts short is not counted,
-which favours PBT by at most one segment a member: the line says how many, and the bound with them.
+seconds of all segments (pbt.json and the last line). The segments that the stop cuts short (or keeps
+from starting: Tune restarts a paused member in seconds) are not counted, which favours PBT by at most
+one segment a member; the line also gives the bound that counts one whole segment for each other member.
 
 Each segment's own output is in its run directory (stdout.txt): ``PBT_DIR/member<i>/segment<k>``.
 """
@@ -79,23 +80,17 @@ class Segment:
     reached: bool
 
 
-def population_totals(segments: list[Segment], cut_short: int, interval_steps: int) -> dict[str, float]:
-    """What the population ran, all members and segments: the cost PBT is compared by. ``cut_short``
-    segments were stopped before they ended (a member was mid-segment when another met the goal): they
-    are not counted, and ``agent_steps_at_most`` counts each as a whole segment."""
+def population_totals(segments: list[Segment], others: int, interval_steps: int) -> dict[str, float]:
+    """What the population ran, all members and segments: the cost PBT is compared by. When one member
+    meets the goal, each of the ``others`` may be up to one segment along (synch mode keeps them within
+    one): that work is not counted, and ``agent_steps_at_most`` counts it as a whole segment each."""
     steps = sum(s.agent_steps for s in segments)
     return {"segments": len(segments),
             "agent_steps": steps,
             "examples": sum(s.examples for s in segments),
             "updates": sum(s.updates for s in segments),
             "cpu_seconds": round(sum(s.cpu_seconds for s in segments), 1),
-            "cut_short": cut_short,
-            "agent_steps_at_most": steps + cut_short * interval_steps}
-
-
-def cut_short_segments(pbt_dir: Path) -> int:
-    """Segments that started and never wrote their record: the stop ended them."""
-    return sum(not (folder / SEGMENT_FILE).is_file() for folder in pbt_dir.glob("member*/segment*"))
+            "agent_steps_at_most": steps + others * interval_steps}
 
 
 def read_segments(pbt_dir: Path) -> list[Segment]:
@@ -225,7 +220,7 @@ def run_population(plan: Plan, members: int, batch_sizes: list[int], lr_range: t
     segments = read_segments(pbt_dir)
     winners = [s for s in segments if s.reached]
     frames_per_step = build_config(plan.env, plan.agent, plan.overrides).frames_per_step
-    totals = population_totals(segments, cut_short_segments(pbt_dir), plan.interval_frames // frames_per_step)
+    totals = population_totals(segments, members - 1 if winners else 0, plan.interval_frames // frames_per_step)
     checkpoint.write_json(pbt_dir / PBT_FILE, {
         "env": plan.env, "members": members, "batch_sizes": batch_sizes, "lr_range": list(lr_range),
         "plan": asdict(plan), "reached": bool(winners), "wall_seconds": round(wall, 1), "cost": totals,
@@ -236,9 +231,9 @@ def run_population(plan: Plan, members: int, batch_sizes: list[int], lr_range: t
     cost = (f"the population ran {totals['agent_steps']:,} agent steps, {totals['examples']:,} examples, "
             f"{totals['updates']:,} updates and {totals['cpu_seconds']:,.0f} CPU seconds in {totals['segments']} "
             f"segments ({members} members, {wall:.0f} s)")
-    if totals["cut_short"]:
-        cost += (f", and {totals['cut_short']} segment{'s' if totals['cut_short'] > 1 else ''} cut short by the "
-                 f"stop, not counted (at most {totals['agent_steps_at_most']:,} agent steps in all)")
+    if winners:
+        cost += (f"; with the segments the stop cut short or kept from starting (at most one a member), at most "
+                 f"{totals['agent_steps_at_most']:,} agent steps")
     if winners:
         w = winners[0]
         print(f"goal {plan.stop_return:g} reached by member {w.member} (batch {w.batch_size}, lr {w.lr:.3g}) after "

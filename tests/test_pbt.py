@@ -19,9 +19,9 @@ def segment(member: int, index: int, steps: int, cpu: float = 1.0) -> Segment:
 
 def test_the_populations_cost_is_every_segment_of_every_member():
     totals = population_totals([segment(0, 0, 1000, 0.5), segment(0, 1, 2000, 1.0), segment(1, 0, 500, 0.25)],
-                               cut_short=1, interval_steps=2000)
+                               others=1, interval_steps=2000)
     assert totals == {"segments": 3, "agent_steps": 3500, "examples": 3500, "updates": 70, "cpu_seconds": 1.8,
-                      "cut_short": 1, "agent_steps_at_most": 5500}
+                      "agent_steps_at_most": 5500}
 
 
 def test_every_segment_of_a_population_has_a_seed_of_its_own():
