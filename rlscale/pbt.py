@@ -234,6 +234,10 @@ def run_population(plan: Plan, members: int, batch_sizes: list[int], lr_range: t
     if winners:
         cost += (f"; with the segments the stop cut short or kept from starting (at most one a member), at most "
                  f"{totals['agent_steps_at_most']:,} agent steps")
+    spent = {s.member for s in segments if s.lineage_steps * frames_per_step >= plan.budget_frames}
+    if not winners and len(spent) < members and not failed:  # neither goal nor budgets: Ctrl-C (Tune ends trials)
+        print(f"interrupted: {cost}; {pbt_dir / PBT_FILE} (a population does not resume)", file=sys.stderr, flush=True)
+        return 130
     if winners:
         w = winners[0]
         print(f"goal {plan.stop_return:g} reached by member {w.member} (batch {w.batch_size}, lr {w.lr:.3g}) after "
