@@ -25,7 +25,11 @@ from pathlib import Path
 FORKS = {"si-s0": ("minatar-spaceinvaders", 1.12e-2, 40), "si-s1": ("minatar-spaceinvaders", 1.12e-2, 40),
          "bo-s0": ("minatar-breakout", 2.24e-2, 11), "bo-s1": ("minatar-breakout", 2.24e-2, 11)}
 BATCHES = ["40", "80", "160", "320", "640", "1280"]  # the sweep's
-INTERVAL = 25_000  # frames (= agent steps on MinAtar) a segment: about a quarter of the best fixed run
+# Frames (= agent steps on MinAtar) a segment: about the best fixed run from the fork. Every segment starts
+# its environments afresh and a goal counts over 20 whole episodes: at 25,000 (tried first, 2026-11-29)
+# a SpaceInvaders segment ended ~55 episodes, the first ~14,000 steps in, so its window held the short
+# ones and no member met 40 in 928,000 agent steps of population.
+INTERVAL = 100_000
 
 
 def population(forks: Path, fork: str, seed: int) -> dict:
@@ -37,7 +41,7 @@ def population(forks: Path, fork: str, seed: int) -> dict:
         shutil.rmtree(folder)
     cmd = [sys.executable, "-m", "rlscale.pbt", preset, "--init-from", str(forks / fork / "trunk"), "--members", "4",
            "--interval", str(INTERVAL), "--batch-sizes", *BATCHES, "--lr-range", f"{lr / 4:g}", f"{lr * 4:g}",
-           "--stop-return", str(goal), "--total-frames", "5000000", "--seed", str(seed), "--pbt-dir", str(folder)]
+           "--stop-return", str(goal), "--total-frames", "3000000", "--seed", str(seed), "--pbt-dir", str(folder)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     print(" ".join(cmd[2:]), "\n ", done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-1500:],
           flush=True)
