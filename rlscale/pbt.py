@@ -253,7 +253,8 @@ def parser() -> Parser:
     p.add_argument("--agent", help="agent preset: a2c, ppo (default: the env's, else a2c)")
     p.add_argument("--members", type=int, default=4, help="the population's size (default: 4)")
     p.add_argument("--interval", type=int, required=True, metavar="FRAMES",
-                   help="frames a member trains between perturbations (a segment)")
+                   help="frames a member trains between perturbations (a segment): long enough to end many "
+                        "episodes at every batch, since a segment's environments start afresh")
     p.add_argument("--batch-sizes", type=int, nargs="+", required=True,
                    help="the batches a member may train at (observations per optimizer step), in order: "
                         "a perturbation moves to a neighbour")
