@@ -114,6 +114,9 @@ def _member(params: dict[str, Any], plan: Plan) -> None:
     batch, lr = int(params["batch_size"]), float(params["lr"])
     home = Path(plan.dir) / f"member{member}"
     home.mkdir(parents=True, exist_ok=True)
+    # The goal among the run's goals, so a segment's summary records when it met it (a preset's goals may
+    # not hold it; --stop-return alone stops a run without recording it).
+    goals = sorted({*build_config(plan.env, plan.agent, plan.overrides).env.goals, plan.stop_return})
     start, lineage, last_mean = plan.init_from, 0, -math.inf
     given = tune.get_checkpoint()
     if given is not None:  # this member's own last checkpoint, or (exploit) a better member's
@@ -127,7 +130,7 @@ def _member(params: dict[str, Any], plan: Plan) -> None:
         run_dir = home / f"segment{index:03d}"
         seed = segment_seed(plan.seed, member, index)
         overrides = {**plan.overrides, "init_from": start, "total_frames": plan.interval_frames,
-                     "stop_return": plan.stop_return, "log_interval": 600.0}
+                     "stop_return": plan.stop_return, "goals": goals, "log_interval": 600.0}
         cfg = trial_config(plan.env, plan.agent, overrides, Trial(batch, lr, seed), run_dir.resolve())
         run_dir.mkdir(parents=True)
         cpu, wall = time.process_time(), time.perf_counter()

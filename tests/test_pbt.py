@@ -80,3 +80,18 @@ def test_pbt_bad_input_is_one_line(args, fragments, tmp_path):
     assert_one_line_error(run_in_process(["rlscale.pbt", "cartpole", *args, "--pbt-dir", str(tmp_path / "p")]),
                           *fragments)
     assert not (tmp_path / "p").exists()  # refused before anything was written
+
+
+def test_a_population_stops_when_a_member_meets_a_goal_the_preset_does_not_list(tmp_path):
+    folder = tmp_path / "pbt"
+    # Segments long enough to end 20 episodes at 150 (a segment's window counts only its own episodes).
+    result = run_command(["rlscale.pbt", "cartpole", "--members", "2", "--interval", "10000", "--batch-sizes", "20",
+                          "40", "--stop-return", "150", "--total-frames", "60000", "--seed", "1",
+                          "--pbt-dir", str(folder)], timeout=200)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    # CartPole's goals are 100, 200, 400 and 475: a segment stopped at 150 has only met 100 of them.
+    assert "goal 150 reached by member" in result.stdout, result.stdout
+    report = json.loads((folder / PBT_FILE).read_text())
+    winner = report["winner"]
+    assert report["reached"] and winner["reached"] and winner["mean_return"] >= 150
+    assert report["cost"]["agent_steps"] < 2 * 60000  # it stopped at the goal, not at the budgets
