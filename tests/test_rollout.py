@@ -398,6 +398,18 @@ def test_a_restart_seeds_minatar_with_a_measurements_seed():
         pool.close()
 
 
+def test_minatar_runs_with_a_seed_whose_environment_seeds_pass_2_to_the_32():
+    """A run's seed 100,000 makes its environments' 100,000 x 1,000,003: MinAtar takes seeds under 2**32 only."""
+    cfg = build_config("minatar-breakout", None, {"n_envs": 8, "vector_size": 8, "min_envs": 8, "serial": True,
+                                                  "seed": 100_000})
+    spec, weights = weights_for(cfg)
+    pool = SerialPool(cfg, spec)
+    try:
+        assert pool.collect(weights).n_envs == 8
+    finally:
+        pool.close()
+
+
 def test_too_many_actor_failures_stop_with_a_clear_error(ray_instance):
     cfg = cartpole(n_envs=4, vector_size=2, max_actor_failures=1)
     spec, weights = weights_for(cfg)

@@ -86,11 +86,17 @@ def check_env_id(env_id: str) -> None:
         raise UserError(f"unknown environment id '{env_id}'{hint}; see gymnasium.envs.registry")
 
 
+SEED_RANGE = 2**31  # a vector env's seeds lie below it, and its environments' (seed + i) below 2**32
+
+
 class VectorEnv:
     """One vector env: ``n`` environments with global ids, stepped together, with episode tracking."""
 
     def __init__(self, cfg: EnvConfig, env_ids: list[int], seed: int, render: bool = False) -> None:
         register_envs(cfg.env_id)  # a fresh actor process has not registered them yet
+        # A run's seed times 1,000,003 plus its first env id can pass 2**32, where MinAtar's (numpy's legacy)
+        # seeding stops; the environments seed themselves seed + i, so keep room below it.
+        seed = seed % SEED_RANGE
         self.env_ids = np.asarray(env_ids, dtype=np.int64)
         self.n = len(env_ids)
         self.clip = False
