@@ -11,9 +11,8 @@ checkpoint of one in the top quarter and perturbs its batch (the next size up or
 All members stop when one reaches ``--stop-return`` or each has trained ``--total-frames``.
 
 The population's cost is what every member ran: the agent steps, examples, optimizer steps and the CPU
-seconds of all segments (pbt.json and the last line). The segments that the stop cuts short (or keeps
-from starting: Tune restarts a paused member in seconds) are not counted, which favours PBT by at most
-one segment a member; the line also gives the bound that counts one whole segment for each other member.
+seconds of all segments (pbt.json and the last line). A segment that the stop cuts short counts to its
+last checkpoint (ten a segment), and the line gives the bound that adds a tenth of a segment for each.
 
 Each segment's own output is in its run directory (stdout.txt): ``PBT_DIR/member<i>/segment<k>``.
 """
@@ -30,7 +29,7 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -78,24 +77,38 @@ class Segment:
     mean_return: float | None
     lineage_steps: int  # agent steps of the member's lineage (through every checkpoint it took) at its end
     reached: bool
+    cut_short: bool = False  # stopped mid-way (by the stop): its counters are its last checkpoint's
 
 
-def population_totals(segments: list[Segment], others: int, interval_steps: int) -> dict[str, float]:
-    """What the population ran, all members and segments: the cost PBT is compared by. When one member
-    meets the goal, each of the ``others`` may be up to one segment along (synch mode keeps them within
-    one): that work is not counted, and ``agent_steps_at_most`` counts it as a whole segment each."""
+def population_totals(segments: list[Segment], interval_steps: int) -> dict[str, float]:
+    """What the population ran, all members and segments: the cost PBT is compared by. A segment the stop
+    cut short counts to its last checkpoint (a tenth of a segment apart): ``agent_steps_at_most`` adds the
+    tenth to each."""
     steps = sum(s.agent_steps for s in segments)
     return {"segments": len(segments),
+            "cut_short": sum(s.cut_short for s in segments),
             "agent_steps": steps,
             "examples": sum(s.examples for s in segments),
             "updates": sum(s.updates for s in segments),
             "cpu_seconds": round(sum(s.cpu_seconds for s in segments), 1),
-            "agent_steps_at_most": steps + others * interval_steps}
+            "agent_steps_at_most": steps + sum(s.cut_short for s in segments) * -(-interval_steps // 10)}
 
 
 def read_segments(pbt_dir: Path) -> list[Segment]:
-    return sorted((Segment(**json.loads(p.read_text())) for p in pbt_dir.glob(f"member*/segment*/{SEGMENT_FILE}")),
-                  key=lambda s: (s.member, s.index))
+    """Every segment that ran: finished ones from their record, cut-short ones from their last checkpoint's
+    summary (their CPU seconds read as its wall seconds: a segment runs on one thread)."""
+    segments = [Segment(**json.loads(p.read_text())) for p in pbt_dir.glob(f"member*/segment*/{SEGMENT_FILE}")]
+    for folder in pbt_dir.glob("member*/segment*"):
+        if (folder / SEGMENT_FILE).is_file():
+            continue
+        summary = folder / SUMMARY_FILE  # none yet: cut short before its first checkpoint
+        s = json.loads(summary.read_text()) if summary.is_file() else {}
+        member, index = int(folder.parent.name.removeprefix("member")), int(folder.name.removeprefix("segment"))
+        segments.append(Segment(member, index, 0, float(s.get("base_lr", 0.0)), 0, "", int(s.get("agent_steps", 0)),
+                                int(s.get("examples", 0)), int(s.get("updates", 0)),
+                                round(float(s.get("wall_seconds", 0.0)), 2), round(float(s.get("wall_seconds", 0.0)), 2),
+                                s.get("mean_return"), 0, False, cut_short=True))
+    return sorted(segments, key=lambda s: (s.member, s.index))
 
 
 def segment_seed(seed: int, member: int, index: int) -> int:
@@ -132,6 +145,12 @@ def _member(params: dict[str, Any], plan: Plan) -> None:
         overrides = {**plan.overrides, "init_from": start, "total_frames": plan.interval_frames,
                      "stop_return": plan.stop_return, "goals": goals, "log_interval": 600.0}
         cfg = trial_config(plan.env, plan.agent, overrides, Trial(batch, lr, seed), run_dir.resolve())
+        # Ten checkpoints a segment: each rewrites its summary, so a segment the stop cuts short still says
+        # (to a tenth of a segment) what it ran.
+        steps_per_update = cfg.env.n_envs * cfg.agent.n_steps
+        passes = cfg.agent.n_epochs * cfg.agent.n_minibatches if cfg.agent.algo == "ppo" else 1
+        every = max(1, cfg.total_agent_steps // steps_per_update * passes // 10)
+        cfg = replace(cfg, run=replace(cfg.run, checkpoint_every=every))
         run_dir.mkdir(parents=True)
         cpu, wall = time.process_time(), time.perf_counter()
         with open(run_dir / "stdout.txt", "w") as out, contextlib.redirect_stdout(out):
@@ -223,7 +242,7 @@ def run_population(plan: Plan, members: int, batch_sizes: list[int], lr_range: t
     segments = read_segments(pbt_dir)
     winners = [s for s in segments if s.reached]
     frames_per_step = build_config(plan.env, plan.agent, plan.overrides).frames_per_step
-    totals = population_totals(segments, members - 1 if winners else 0, plan.interval_frames // frames_per_step)
+    totals = population_totals(segments, plan.interval_frames // frames_per_step)
     checkpoint.write_json(pbt_dir / PBT_FILE, {
         "env": plan.env, "members": members, "batch_sizes": batch_sizes, "lr_range": list(lr_range),
         "plan": asdict(plan), "reached": bool(winners), "wall_seconds": round(wall, 1), "cost": totals,
@@ -234,9 +253,9 @@ def run_population(plan: Plan, members: int, batch_sizes: list[int], lr_range: t
     cost = (f"the population ran {totals['agent_steps']:,} agent steps, {totals['examples']:,} examples, "
             f"{totals['updates']:,} updates and {totals['cpu_seconds']:,.0f} CPU seconds in {totals['segments']} "
             f"segments ({members} members, {wall:.0f} s)")
-    if winners:
-        cost += (f"; with the segments the stop cut short or kept from starting (at most one a member), at most "
-                 f"{totals['agent_steps_at_most']:,} agent steps")
+    if totals["cut_short"]:
+        cost += (f", {totals['cut_short']} of them cut short by the stop and counted to their last checkpoint "
+                 f"(at most {totals['agent_steps_at_most']:,} agent steps in all)")
     spent = {s.member for s in segments if s.lineage_steps * frames_per_step >= plan.budget_frames}
     if not winners and len(spent) < members and not failed:  # neither goal nor budgets: Ctrl-C (Tune ends trials)
         print(f"interrupted: {cost}; {pbt_dir / PBT_FILE} (a population does not resume)", file=sys.stderr, flush=True)

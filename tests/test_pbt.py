@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,10 +19,11 @@ def segment(member: int, index: int, steps: int, cpu: float = 1.0) -> Segment:
 
 
 def test_the_populations_cost_is_every_segment_of_every_member():
-    totals = population_totals([segment(0, 0, 1000, 0.5), segment(0, 1, 2000, 1.0), segment(1, 0, 500, 0.25)],
-                               others=1, interval_steps=2000)
-    assert totals == {"segments": 3, "agent_steps": 3500, "examples": 3500, "updates": 70, "cpu_seconds": 1.8,
-                      "agent_steps_at_most": 5500}
+    cut = replace(segment(1, 1, 300, 0.1), cut_short=True)  # stopped mid-way: counted to its last checkpoint
+    totals = population_totals([segment(0, 0, 1000, 0.5), segment(0, 1, 2000, 1.0), segment(1, 0, 500, 0.25), cut],
+                               interval_steps=2000)
+    assert totals == {"segments": 4, "cut_short": 1, "agent_steps": 3800, "examples": 3800, "updates": 76,
+                      "cpu_seconds": 1.9, "agent_steps_at_most": 4000}
 
 
 def test_every_segment_of_a_population_has_a_seed_of_its_own():
@@ -92,6 +94,9 @@ def test_a_population_stops_when_a_member_meets_a_goal_the_preset_does_not_list(
     # CartPole's goals are 100, 200, 400 and 475: a segment stopped at 150 has only met 100 of them.
     assert "goal 150 reached by member" in result.stdout, result.stdout
     report = json.loads((folder / PBT_FILE).read_text())
+    # What the other member ran until the stop counts too: its cut segment to its last checkpoint.
+    runs = [json.loads(p.read_text()) for p in folder.glob("member*/segment*/summary.json")]
+    assert report["cost"]["agent_steps"] == sum(r["agent_steps"] for r in runs)
     winner = report["winner"]
     assert report["reached"] and winner["reached"] and winner["mean_return"] >= 150
     assert report["cost"]["agent_steps"] < 2 * 60000  # it stopped at the goal, not at the budgets
