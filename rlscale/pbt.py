@@ -8,11 +8,13 @@ do: the network and the optimizer state carry over, the environments start afres
 the member reports the mean return of its last episodes; a member in the bottom quarter then takes the
 checkpoint of one in the top quarter and perturbs its batch (the next size up or down the
 ``--batch-sizes`` list, or a new draw) and its rate (x0.8 or x1.2, or a new draw in ``--lr-range``).
-All members stop when one reaches ``--stop-return`` or each has trained ``--total-frames``.
+All members stop when one reaches ``--stop-return`` or a member's lineage (its own segments and those of
+every checkpoint it took, the ``--init-from`` trunk not counted) has trained ``--total-frames``.
 
 The population's cost is what every member ran: the agent steps, examples, optimizer steps and the CPU
 seconds of all segments (pbt.json and the last line). A segment that the stop cuts short counts to its
-last checkpoint (ten a segment), and the line gives the bound that adds a tenth of a segment for each.
+last checkpoint (ten a segment), and the line gives the bound that adds a tenth of a segment and an update
+for each.
 
 Each segment's own output is in its run directory (stdout.txt): ``PBT_DIR/member<i>/segment<k>``.
 """
@@ -80,10 +82,10 @@ class Segment:
     cut_short: bool = False  # stopped mid-way (by the stop): its counters are its last checkpoint's
 
 
-def population_totals(segments: list[Segment], interval_steps: int) -> dict[str, float]:
+def population_totals(segments: list[Segment], gap_steps: int) -> dict[str, float]:
     """What the population ran, all members and segments: the cost PBT is compared by. A segment the stop
-    cut short counts to its last checkpoint (a tenth of a segment apart): ``agent_steps_at_most`` adds the
-    tenth to each."""
+    cut short counts to its last checkpoint; ``agent_steps_at_most`` adds ``gap_steps``, the most agent
+    steps between two checkpoints, to each."""
     steps = sum(s.agent_steps for s in segments)
     return {"segments": len(segments),
             "cut_short": sum(s.cut_short for s in segments),
@@ -91,7 +93,7 @@ def population_totals(segments: list[Segment], interval_steps: int) -> dict[str,
             "examples": sum(s.examples for s in segments),
             "updates": sum(s.updates for s in segments),
             "cpu_seconds": round(sum(s.cpu_seconds for s in segments), 1),
-            "agent_steps_at_most": steps + sum(s.cut_short for s in segments) * -(-interval_steps // 10)}
+            "agent_steps_at_most": steps + sum(s.cut_short for s in segments) * gap_steps}
 
 
 def read_segments(pbt_dir: Path) -> list[Segment]:
@@ -159,7 +161,7 @@ def _member(params: dict[str, Any], plan: Plan) -> None:
             raise RuntimeError(f"member {member} segment {index} stopped with exit code {code}: see {run_dir}")
         summary = json.loads((run_dir / SUMMARY_FILE).read_text())
         lineage += int(summary["agent_steps"])
-        reached = any(float(goal) >= plan.stop_return for goal in summary.get("goals", {}))
+        reached = f"{plan.stop_return:g}" in summary.get("goals", {})  # the key the trainer records it by
         segment = Segment(member, index, batch, lr, seed, start, int(summary["agent_steps"]),
                           int(summary["examples"]), int(summary["updates"]), round(time.process_time() - cpu, 2),
                           round(time.perf_counter() - wall, 2), summary.get("mean_return"), lineage, reached)
@@ -208,15 +210,16 @@ def run_population(plan: Plan, members: int, batch_sizes: list[int], lr_range: t
                   f"({time.perf_counter() - started:.0f} s)", flush=True)
 
     class FirstToGoal(tune.Stopper):
-        """Every member stops once one has met the goal; a member alone once its lineage spent the budget.
-        (The trainables never return: a trial that ends by itself while PBT pauses it is restarted.)"""
+        """Every member stops once one has met the goal or spent the budget: in synch mode a member stopped
+        alone would leave the others paused at the round's end for good. (The trainables never return: a
+        trial that ends by itself while PBT pauses it is restarted.)"""
 
         def __init__(self) -> None:
             self.done = False
 
         def __call__(self, trial_id: str, result: dict) -> bool:
-            self.done = self.done or bool(result.get("reached"))
-            return self.done or result["lineage_frames"] >= plan.budget_frames
+            self.done = self.done or bool(result.get("reached")) or result["lineage_frames"] >= plan.budget_frames
+            return self.done
 
         def stop_all(self) -> bool:
             return self.done
@@ -235,14 +238,19 @@ def run_population(plan: Plan, members: int, batch_sizes: list[int], lr_range: t
                                         trial_name_creator=lambda t: f"member{t.config['member']}",
                                         trial_dirname_creator=lambda t: f"member{t.config['member']}"),
             run_config=tune.RunConfig(name="tune", storage_path=str((pbt_dir / ".tune").resolve()), verbose=0,
-                                      stop=FirstToGoal(), callbacks=[Progress()]),
+                                      stop=FirstToGoal(), callbacks=[Progress()],
+                                      failure_config=tune.FailureConfig(fail_fast=True)),
         )
         results = tuner.fit()
     wall = time.perf_counter() - started
     segments = read_segments(pbt_dir)
-    winners = [s for s in segments if s.reached]
+    # The first to the goal: the earliest round, then the fewest steps in it (synch mode: rounds run together).
+    winners = sorted((s for s in segments if s.reached), key=lambda s: (s.index, s.agent_steps))
     frames_per_step = build_config(plan.env, plan.agent, plan.overrides).frames_per_step
-    totals = population_totals(segments, plan.interval_frames // frames_per_step)
+    # Checkpoints come every tenth of a segment, rounded up to whole updates (at most one, at the largest batch).
+    base = build_config(plan.env, plan.agent, plan.overrides)
+    largest_update = max(batch_sizes) / base.observations_per_env * base.agent.n_steps
+    totals = population_totals(segments, math.ceil(plan.interval_frames / frames_per_step / 10 + largest_update))
     checkpoint.write_json(pbt_dir / PBT_FILE, {
         "env": plan.env, "members": members, "batch_sizes": batch_sizes, "lr_range": list(lr_range),
         "plan": asdict(plan), "reached": bool(winners), "wall_seconds": round(wall, 1), "cost": totals,
@@ -254,10 +262,10 @@ def run_population(plan: Plan, members: int, batch_sizes: list[int], lr_range: t
             f"{totals['updates']:,} updates and {totals['cpu_seconds']:,.0f} CPU seconds in {totals['segments']} "
             f"segments ({members} members, {wall:.0f} s)")
     if totals["cut_short"]:
-        cost += (f", {totals['cut_short']} of them cut short by the stop and counted to their last checkpoint "
+        cost += (f", {totals['cut_short']} of them cut short (by the stop or a failure) and counted to their last checkpoint "
                  f"(at most {totals['agent_steps_at_most']:,} agent steps in all)")
-    spent = {s.member for s in segments if s.lineage_steps * frames_per_step >= plan.budget_frames}
-    if not winners and len(spent) < members and not failed:  # neither goal nor budgets: Ctrl-C (Tune ends trials)
+    spent = any(s.lineage_steps * frames_per_step >= plan.budget_frames for s in segments)
+    if not winners and not spent and not failed:  # neither the goal nor the budget: Ctrl-C (Tune ends the trials)
         print(f"interrupted: {cost}; {pbt_dir / PBT_FILE} (a population does not resume)", file=sys.stderr, flush=True)
         return 130
     if winners:
@@ -309,10 +317,15 @@ def main(argv: list[str] | None = None) -> int:
     lr_range = tuple(args.lr_range) if args.lr_range else (base.agent.lr / 4, base.agent.lr * 4)
     if not 0 < lr_range[0] < lr_range[1]:
         raise UserError(f"--lr-range {lr_range[0]:g} {lr_range[1]:g}: give 0 < LOW < HIGH")
+    if base.run.backend != "native" or base.run.learners > 1:
+        raise UserError("a PBT member's segments branch from checkpoints: the native engine with one learner "
+                        "(not --backend rllib or --learners > 1)")
     if overrides.get("init_from"):
-        from rlscale.training.branch import pinned
+        from rlscale.training.branch import load_branch_point, pinned
 
         overrides["init_from"] = pinned(overrides["init_from"])
+        # A wrong trunk is one line now, not a failed member each.
+        print(load_branch_point(build_config(args.env, args.agent, overrides)).describe(), flush=True)
     pbt_dir = (args.pbt_dir or runs_root() / f"pbt-{args.env.replace('.toml', '').replace('/', '-').lower()}")
     plan = Plan(args.env, args.agent, {k: v for k, v in overrides.items() if k not in ("total_frames", "init_from")},
                 str(pbt_dir.resolve()), args.interval, base.env.total_frames, base.run.stop_return, base.run.seed,
@@ -322,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     writable_dir(pbt_dir.resolve(), "--pbt-dir")
     print(f"population: {args.members} members, batches {', '.join(map(str, args.batch_sizes))}, learning rates "
           f"{lr_range[0]:.3g}-{lr_range[1]:.3g}, segments of {args.interval:,} frames, until one reaches "
-          f"{base.run.stop_return:g} or each {base.env.total_frames:,} frames; {pbt_dir}", flush=True)
+          f"{base.run.stop_return:g} or a lineage {base.env.total_frames:,} frames; {pbt_dir}", flush=True)
     return run_population(plan, args.members, sorted(set(args.batch_sizes)), lr_range, base.run.address)
 
 

@@ -21,9 +21,9 @@ def segment(member: int, index: int, steps: int, cpu: float = 1.0) -> Segment:
 def test_the_populations_cost_is_every_segment_of_every_member():
     cut = replace(segment(1, 1, 300, 0.1), cut_short=True)  # stopped mid-way: counted to its last checkpoint
     totals = population_totals([segment(0, 0, 1000, 0.5), segment(0, 1, 2000, 1.0), segment(1, 0, 500, 0.25), cut],
-                               interval_steps=2000)
+                               gap_steps=250)
     assert totals == {"segments": 4, "cut_short": 1, "agent_steps": 3800, "examples": 3800, "updates": 76,
-                      "cpu_seconds": 1.9, "agent_steps_at_most": 4000}
+                      "cpu_seconds": 1.9, "agent_steps_at_most": 4050}
 
 
 def test_every_segment_of_a_population_has_a_seed_of_its_own():
@@ -77,6 +77,9 @@ def test_pbt_counts_what_every_member_ran_from_the_segments_own_runs(population)
     (["--interval", "5000", "--batch-sizes", "40", "--stop-return", "475", "--n-envs", "8"], ["set per member"]),
     (["--interval", "5000", "--batch-sizes", "40", "--stop-return", "475", "--lr-range", "1e-2", "1e-3"],
      ["0 < LOW < HIGH"]),
+    (["--interval", "5000", "--batch-sizes", "40", "--stop-return", "475", "--backend", "rllib"], ["native engine"]),
+    (["--interval", "5000", "--batch-sizes", "40", "--stop-return", "475", "--init-from", "/nonexistent/trunk"],
+     ["does not exist"]),
 ])
 def test_pbt_bad_input_is_one_line(args, fragments, tmp_path):
     assert_one_line_error(run_in_process(["rlscale.pbt", "cartpole", *args, "--pbt-dir", str(tmp_path / "p")]),
