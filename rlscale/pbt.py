@@ -39,7 +39,7 @@ from rlscale.cli import Parser, writable_dir
 from rlscale.config import Config, add_config_flags, build_config, parse_with_config, runs_root
 from rlscale.envs.vector import check_env_id
 from rlscale.errors import UserError, exits_cleanly
-from rlscale.sweep import Trial, trial_config
+from rlscale.sweep import Trial, env_slug, trial_config
 from rlscale.training import checkpoint
 from rlscale.training.checkpoint import SUMMARY_FILE
 
@@ -113,6 +113,11 @@ def read_segments(pbt_dir: Path) -> list[Segment]:
     return sorted(segments, key=lambda s: (s.member, s.index))
 
 
+def update_steps(cfg: Config, batch: int) -> float:
+    """Agent steps of one update at ``batch`` observations per optimizer step."""
+    return batch / cfg.observations_per_env * cfg.agent.n_steps
+
+
 def segment_seed(seed: int, member: int, index: int) -> int:
     """A seed per segment: a segment's environments and sampling are its own, not a replay of another's."""
     return seed * 100_000 + member * 1_000 + index
@@ -180,6 +185,7 @@ def _member(params: dict[str, Any], plan: Plan) -> None:
 
 def run_population(plan: Plan, members: int, batch_sizes: list[int], lr_range: tuple[float, float],
                    address: str) -> int:
+    import ray
     from ray import tune
     from ray.tune.schedulers import PopulationBasedTraining
     from ray.tune.search.basic_variant import BasicVariantGenerator
@@ -227,7 +233,7 @@ def run_population(plan: Plan, members: int, batch_sizes: list[int], lr_range: t
     # Every checkpoint is kept: an exploit restores the donor's, which it may have reported past since.
     # The members' own output goes to their segments' stdout.txt, and Ray's notices about them stay there.
     with ray_runtime(address, log_to_driver=False):
-        cpus = float(__import__("ray").cluster_resources().get("CPU", 1))
+        cpus = float(ray.cluster_resources().get("CPU", 1))
         share = min(1.0, cpus / members)  # every member at once: PBT compares them at the same points
         tuner = tune.Tuner(
             tune.with_resources(tune.with_parameters(_member, plan=plan), {"cpu": share}),
@@ -246,11 +252,11 @@ def run_population(plan: Plan, members: int, batch_sizes: list[int], lr_range: t
     segments = read_segments(pbt_dir)
     # The first to the goal: the earliest round, then the fewest steps in it (synch mode: rounds run together).
     winners = sorted((s for s in segments if s.reached), key=lambda s: (s.index, s.agent_steps))
-    frames_per_step = build_config(plan.env, plan.agent, plan.overrides).frames_per_step
-    # Checkpoints come every tenth of a segment, rounded up to whole updates (at most one, at the largest batch).
     base = build_config(plan.env, plan.agent, plan.overrides)
-    largest_update = max(batch_sizes) / base.observations_per_env * base.agent.n_steps
-    totals = population_totals(segments, math.ceil(plan.interval_frames / frames_per_step / 10 + largest_update))
+    frames_per_step = base.frames_per_step
+    # Checkpoints come every tenth of a segment, rounded up to whole updates (at most one, at the largest batch).
+    totals = population_totals(segments, math.ceil(plan.interval_frames / frames_per_step / 10
+                                                   + update_steps(base, max(batch_sizes))))
     checkpoint.write_json(pbt_dir / PBT_FILE, {
         "env": plan.env, "members": members, "batch_sizes": batch_sizes, "lr_range": list(lr_range),
         "plan": asdict(plan), "reached": bool(winners), "wall_seconds": round(wall, 1), "cost": totals,
@@ -310,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError("give the goal with --stop-return: the population stops when one member reaches it")
     if min(args.batch_sizes) <= 0 or args.interval <= 0:
         raise UserError("--batch-sizes and --interval must be positive")
-    update_frames = max(args.batch_sizes) / base.observations_per_env * base.agent.n_steps * base.frames_per_step
+    update_frames = update_steps(base, max(args.batch_sizes)) * base.frames_per_step
     if args.interval < update_frames:
         raise UserError(f"--interval {args.interval:,} frames is shorter than one update at batch "
                         f"{max(args.batch_sizes)} ({update_frames:,.0f} frames); give a longer interval")
@@ -326,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         overrides["init_from"] = pinned(overrides["init_from"])
         # A wrong trunk is one line now, not a failed member each.
         print(load_branch_point(build_config(args.env, args.agent, overrides)).describe(), flush=True)
-    pbt_dir = (args.pbt_dir or runs_root() / f"pbt-{args.env.replace('.toml', '').replace('/', '-').lower()}")
+    pbt_dir = args.pbt_dir or runs_root() / f"pbt-{env_slug(args.env)}"
     plan = Plan(args.env, args.agent, {k: v for k, v in overrides.items() if k not in ("total_frames", "init_from")},
                 str(pbt_dir.resolve()), args.interval, base.env.total_frames, base.run.stop_return, base.run.seed,
                 overrides.get("init_from", ""))

@@ -95,6 +95,11 @@ def trial_config(env: str, agent: str | None, overrides: dict[str, Any], trial: 
     return build_config(env, agent, trial_overrides)
 
 
+def env_slug(env: str) -> str:
+    """A preset, preset file or gymnasium id as part of a directory name: pong, ale-pong-v5, my-task."""
+    return env.replace(".toml", "").replace("/", "-").lower()
+
+
 def trial_state(run_dir: Path) -> str:
     """'finished', 'resumable' (checkpoint but not finished) or 'new'."""
     summary = run_dir / SUMMARY_FILE
@@ -221,8 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     if base.run.init_from:  # a wrong trunk is one line now, not a failed trial each
         print(load_branch_point(base).describe(), flush=True)
     grid = planned_trials(args, base)
-    name = args.env.replace(".toml", "").replace("/", "-").lower()
-    sweep_dir = args.sweep_dir or runs_root() / f"sweep-{name}-{base.agent.algo}"
+    sweep_dir = args.sweep_dir or runs_root() / f"sweep-{env_slug(args.env)}-{base.agent.algo}"
     # Every grid point must make a valid config before anything runs.
     trials = [(t, trial_config(args.env, args.agent, overrides, t, (sweep_dir / t.name).resolve())) for t in grid]
     return run_sweep(args.env, args.agent, overrides, trials, sweep_dir, base.run.address,
