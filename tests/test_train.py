@@ -100,6 +100,8 @@ def test_short_pong_run_through_actors_writes_tensorboard(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.splitlines()[0] == f"run directory: {run_dir}"
     assert f"tensorboard --logdir {run_dir}\n" in out and "steps " in out  # the named run, not its parent
+    # The header says which control the run takes and, for the presets' fixed batch, why (issue 61's item 4).
+    assert "| batch control: fixed (no controller matched a tuned fixed batch's time" in out
     events = scalars(run_dir)
     tags = set(events.Tags()["scalars"])
     missing = REQUIRED_TAGS - tags
@@ -277,6 +279,7 @@ def test_closed_loop_cartpole_resizes_toward_the_noise_scale(tmp_path, capsys):
         assert (new - old) * (target - old * per_env) > 0, (old, new, target)
     out = capsys.readouterr().out
     assert "resize 8 -> " in out and "target batch" in out
+    assert "| batch control: critical |" in out  # a controller the user chose: no word on the presets' fixed batch
 
 
 def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):

@@ -107,6 +107,11 @@ class Run:
         return self.state.base_lr * (1.0 - self.state.agent_steps / self.cfg.total_agent_steps)
 
 
+# Why every preset trains at a fixed batch, said where a run says which control it runs (issue 61's item 4):
+# in the studies no controller reached the goals as fast as a tuned fixed batch (docs/batch-control.md).
+FIXED_WHY = " (no controller matched a tuned fixed batch's time in the studies: docs/batch-control.md)"
+
+
 def reference_step(cfg: Config, goal: float, now: float) -> float | None:
     """The agent step the preset's reference run reached ``goal`` at, if it has one still ahead."""
     steps = cfg.agent.reference_steps
@@ -387,6 +392,7 @@ def run(cfg: Config, run_dir: Path, resume: bool = False,
         s = training.state
         print(f"{cfg.env.env_id} | {cfg.agent.algo} | {s.n_envs} envs x {cfg.agent.n_steps} steps "
               f"| {training.engine.describe()} | batch control: {cfg.control.batch}"
+              f"{FIXED_WHY if cfg.control.batch == 'fixed' else ''}"
               f"{f', {training.races.describe()}' if training.races is not None else ''} "
               f"| budget {cfg.total_agent_steps:,} agent steps{stop_clause(cfg)}", flush=True)
         train_loop(training)
