@@ -159,7 +159,8 @@ class ControlConfig:
                                  "reading (their steps count in the run's agent steps)")
     branch_runs: int = opt(1, "measured, --progress reach: races of each batch, each on its own environment seeds; "
                            "B_crit is fitted to each batch's geometric mean of steps and examples, as rlscale pareto "
-                           "pools a sweep's seeds (one run a batch reads within 2x of the sweep at 1-3 of 5 seeds)")
+                           "pools a sweep's seeds (one race a batch reads within 2x of a fork sweep about half the time, three or "
+                           "four races 85 %% of the time: docs/batch-control.md)")
     branches_at_once: int = opt(0, "measured, --progress reach: races run at once, each a Ray task of its own "
                                 "with serial environments and a one-thread learner, spread over a cluster's "
                                 "nodes (each takes a core: give at most the free cores); 0: one after the other "

@@ -36,7 +36,7 @@ class FakeMultiNodeCluster(AutoscalingCluster):
             "available_node_types": {**worker_node_types, "ray.head.default": {
                 "resources": head_resources, "node_config": {}, "max_workers": 0}},
             "head_node_type": "ray.head.default", "auth": {}, "upscaling_speed": 1.0,
-            "idle_timeout_minutes": 0.1, "docker": {}, "initialization_commands": [], "setup_commands": [],
+            "idle_timeout_minutes": 0.03, "docker": {}, "initialization_commands": [], "setup_commands": [],
             "head_setup_commands": [], "worker_setup_commands": [], "head_start_ray_commands": [],
             "worker_start_ray_commands": [], "file_mounts": {}, "cluster_synced_files": [],
             "file_mounts_sync_continuously": False, "rsync_exclude": [], "rsync_filter": [], **config_kwargs,

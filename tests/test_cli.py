@@ -69,12 +69,12 @@ def test_malformed_and_unknown_key_presets(tmp_path):
 def test_unwritable_run_dir(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    result = run_command([*TRAIN, "cartpole", "--serial", "--run-dir", str(blocker / "run")], timeout=60)
+    result = run_in_process([*TRAIN, "cartpole", "--serial", "--run-dir", str(blocker / "run")])
     assert_one_line_error(result, "cannot write to", "--run-dir")
 
 
 def test_resume_missing_and_corrupt(tmp_path):
-    assert_one_line_error(run_command([*TRAIN, "--resume", str(tmp_path / "nope")], timeout=60),
+    assert_one_line_error(run_in_process([*TRAIN, "--resume", str(tmp_path / "nope")]),
                           "is not a run directory")
     run_dir = tmp_path / "run"
     (run_dir / "checkpoints").mkdir(parents=True)

@@ -111,6 +111,24 @@ def test_a_ray_job_joins_its_cluster_spreads_actors_and_learns(cluster, tmp_path
     assert list(run_dir.glob("events.out.tfevents.*"))
 
 
+# Before the tests that lose a node: the cluster is whole for it without being repaired (tests run in file order).
+@pytest.mark.timeout(240)
+def test_a_measurements_races_run_side_by_side_on_the_clusters_nodes(cluster, tmp_path, capsys):
+    """--branches-at-once on a cluster: a serial run joins it for its measurement's races, and Ray spreads the
+    races over the nodes (the line says on how many); the run leaves the cluster as it found it."""
+    c, _ = cluster
+    code = train_main(["cartpole", "--serial", "--address", c.address, "--batch", "measured", "--progress", "reach",
+                       "--goals", "30", "45", "--total-frames", "9000", "--n-envs", "8", "--branch-window", "400",
+                       "--log-interval", "600", "--branches-at-once", "2", "--run-dir", str(tmp_path / "run")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "measurement races 2 at once (Ray tasks on 3 nodes, 3 CPUs)" in out
+    (line,) = [line for line in out.splitlines() if line.startswith("measured at")]
+    nodes = re.search(r"\(2 races at once on (\d) nodes\)", line)
+    assert nodes is not None and int(nodes[1]) >= 2, line
+    assert not ray.is_initialized()
+
+
 @pytest.mark.timeout(240)
 def test_losing_a_node_replaces_its_actors_and_keeps_counts(cluster, capsys):
     c, workers = cluster
@@ -291,23 +309,6 @@ def test_training_run_survives_losing_a_node(cluster, tmp_path, capsys):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["finished"] and summary["agent_steps"] == 10_000
     assert summary["updates"] == 10_000 // 40  # every update kept its full batch of 8 envs x 5 steps
-
-
-@pytest.mark.timeout(240)
-def test_a_measurements_races_run_side_by_side_on_the_clusters_nodes(cluster, tmp_path, capsys):
-    """--branches-at-once on a cluster: a serial run joins it for its measurement's races, and Ray spreads the
-    races over the nodes (the line says on how many); the run leaves the cluster as it found it."""
-    c, _ = cluster
-    code = train_main(["cartpole", "--serial", "--address", c.address, "--batch", "measured", "--progress", "reach",
-                       "--goals", "30", "45", "--total-frames", "9000", "--n-envs", "8", "--branch-window", "400",
-                       "--log-interval", "600", "--branches-at-once", "2", "--run-dir", str(tmp_path / "run")])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    assert "measurement races 2 at once (Ray tasks on 3 nodes, 3 CPUs)" in out
-    (line,) = [line for line in out.splitlines() if line.startswith("measured at")]
-    nodes = re.search(r"\(2 races at once on (\d) nodes\)", line)
-    assert nodes is not None and int(nodes[1]) >= 2, line
-    assert not ray.is_initialized()
 
 
 def test_where_a_run_joins_and_writes(monkeypatch, tmp_path):

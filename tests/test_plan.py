@@ -148,8 +148,8 @@ def auto_run(tmp_path_factory):
 
 def test_plan_command_on_a_real_run(auto_run, tmp_path):
     png = tmp_path / "plan.png"
-    result = run_command(["rlscale.plan", str(auto_run), "--nodes", "1", "2", "4", "--learners", "2",
-                          "--cpus-per-node", "2", "--reference-cores", "2", "--out", str(png)], timeout=120)
+    result = run_in_process(["rlscale.plan", str(auto_run), "--nodes", "1", "2", "4", "--learners", "2",
+                             "--cpus-per-node", "2", "--reference-cores", "2", "--out", str(png)])
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "cost model (from" in out and "check: the model replays the run as it ran" in out

@@ -18,7 +18,7 @@ from rlscale.errors import UserError
 from rlscale.models.nets import build_network
 from rlscale.rollout.worker import flat_weights
 from rlscale.training.engine import NativeEngine
-from tests.conftest import run_command
+from tests.conftest import run_in_process
 from tests.floats import largest, sum_tolerance
 from tests.test_gpu import CONV_POSITIONS
 from tests.test_learner import SPECS, random_batch
@@ -84,8 +84,7 @@ def test_a_compiled_learner_keeps_the_team_and_says_why():
 def test_side_by_side_where_it_cannot_run_is_one_line_and_exit_2(settings, message):
     with pytest.raises(UserError, match=message):
         build_config("pong", "ppo", settings)
-    out = run_command(["rlscale.train", "pong",
-                       *[f"--{k.replace('_', '-')}={v}" for k, v in settings.items()]], timeout=60)
+    out = run_in_process(["rlscale.train", "pong", *[f"--{k.replace('_', '-')}={v}" for k, v in settings.items()]])
     assert out.returncode == 2 and message.split(":")[0] in out.stderr and "Traceback" not in out.stderr
 
 

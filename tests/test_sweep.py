@@ -80,16 +80,15 @@ def test_sweep_runs_every_trial_in_its_own_directory(sweep_dir):
 
 
 def test_sweep_rerun_skips_finished_trials(sweep_dir):
-    result = run_command(["rlscale.sweep", "cartpole", "--batch-sizes", "10", "20", "40",
-                          "--total-frames", "12000", "--goals", *GOALS, "--sweep-dir", str(sweep_dir)],
-                         timeout=120)
+    # In this process: the sweep's real process run is the fixture's, and a rerun returns before Ray starts.
+    result = run_in_process(["rlscale.sweep", "cartpole", "--batch-sizes", "10", "20", "40",
+                             "--total-frames", "12000", "--goals", *GOALS, "--sweep-dir", str(sweep_dir)])
     assert result.returncode == 0, result.stderr
     assert "3 finished, 0 to resume, 0 new" in result.stdout and "nothing to do" in result.stdout
 
 
 def test_pareto_writes_table_csv_and_plots(sweep_dir, tmp_path):
-    result = run_command(["rlscale.pareto", str(sweep_dir), "--goals", *GOALS, "--out-dir", str(tmp_path)],
-                         timeout=120)
+    result = run_in_process(["rlscale.pareto", str(sweep_dir), "--goals", *GOALS, "--out-dir", str(tmp_path)])
     assert result.returncode == 0, result.stderr
     assert "3 fixed-batch runs at 3 batch sizes" in result.stdout
     rows = {r["goal"]: r for r in csv.DictReader((tmp_path / "pareto.csv").open())}
