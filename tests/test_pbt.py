@@ -69,6 +69,14 @@ def test_pbt_counts_what_every_member_ran_from_the_segments_own_runs(population)
     assert report["reached"] is False and report["winner"] is None
 
 
+def test_a_population_does_not_start_over_one_that_ran(population):
+    before = sorted(str(path) for path in population.rglob("*"))
+    result = run_in_process(["rlscale.pbt", "cartpole", "--members", "2", "--interval", "3000", "--batch-sizes",
+                             "20", "40", "--stop-return", "475", "--pbt-dir", str(population)])
+    assert_one_line_error(result, "already holds a population's segments", "give another --pbt-dir")
+    assert sorted(str(path) for path in population.rglob("*")) == before  # nothing of the first one touched
+
+
 @pytest.mark.parametrize("args, fragments", [
     (["--members", "1", "--interval", "5000", "--batch-sizes", "40", "--stop-return", "475"], ["at least 2 members"]),
     (["--interval", "5000", "--batch-sizes", "40"], ["--stop-return"]),
