@@ -130,16 +130,52 @@ DESIGNS = [  # (name, batches, races a batch (fewest, most), cap, interval width
 ]
 
 
+def widths(races: dict, args: argparse.Namespace) -> None:
+    """Share within 2x of the readings whose interval spans at most CUT (high / low), and of the wider ones."""
+    for runs in (1, 3):
+        rows = []
+        for fork, (low, high) in SWEEP.items():
+            columns = np.array([c for k, cs in races[fork].items() if args.pool == "all" or k == 4 for c in cs])
+            rng = np.random.default_rng(args.seed)
+            for _ in range(args.draws):
+                reading, width = replay_with_width(columns, runs, rng)
+                rows.append((width, math.isfinite(reading) and low / 2 <= reading <= high * 2))
+        for cut in (4, 8, 16, 32):
+            narrow = [ok for w, ok in rows if w <= cut]
+            wide = [ok for w, ok in rows if w > cut]
+            print(f"{runs} race(s) a batch, interval <= {cut}x: {len(narrow) / len(rows):.0%} of readings, "
+                  f"{np.mean(narrow) if narrow else math.nan:.0%} within 2x; the wider ones {np.mean(wide) if wide else math.nan:.0%}")
+
+
+def replay_with_width(columns: np.ndarray, runs: int, rng: np.random.Generator) -> tuple[float, float]:
+    """One paired measurement of all six batches: its reading and its interval's high / low (inf: none)."""
+    drawn = rng.integers(0, len(columns), size=runs)
+    branches = []
+    for i, batch in enumerate(BATCHES):
+        for examples in columns[drawn, i]:
+            used = int(min(examples, LIMIT))
+            branches.append(BranchRun(1.0, 1, float(batch), 0.0, agent_steps=used, examples=used,
+                                      optimizer_steps=max(1, round(used / batch)), reached=bool(examples <= LIMIT)))
+    if len(pooled_races(branches)) < 2:
+        return math.nan, math.inf
+    reading, (low, high) = read_reach(branches)
+    return reading.critical_batch, high / low if math.isfinite(low) and low > 0 else math.inf
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--draws", type=int, default=2000, help="drawn measurements per design and fork")
     p.add_argument("--pool", choices=["runs4", "all"], default="runs4",
                    help="the four-race measurements' races only, or every recorded race")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--widths", action="store_true",
+                   help="instead: whether the read-out's 90 %% interval flags the readings that miss (1 and 3 races)")
     p.add_argument("--unpaired", action="store_true",
                    help="draw each batch's races on their own, not whole columns of races on common seeds")
     args = p.parse_args()
     races = parse()
+    if args.widths:
+        return widths(races, args)
     print(f"{args.draws} drawn measurements a design and fork, races from the "
           f"{'four-race measurements' if args.pool == 'runs4' else 'one-, two- and four-race measurements'}")
     header = "design".ljust(30) + "".join(f"{fork:>22}" for fork in SWEEP) + "   all forks"
