@@ -112,6 +112,21 @@ class Run:
 FIXED_WHY = " (no controller matched a tuned fixed batch's time in the studies: docs/batch-control.md)"
 
 
+def control_note(cfg: Config) -> str:
+    """What the header adds to the batch control's name: why a batch is fixed, or how many races a measurement
+    runs a batch and, below three, what that costs in accuracy (replayed at four MinAtar forks, 2026-11-29:
+    docs/batch-control.md)."""
+    c = cfg.control
+    if c.batch == "fixed":
+        return FIXED_WHY
+    if c.batch != "measured" or c.progress != "reach":
+        return ""
+    note = f", {c.branch_runs} race{'s' if c.branch_runs > 1 else ''} a batch"
+    if c.branch_runs < 3:
+        note += " (one reads within 2x of a fork sweep 63 % of the time, three 86 %: --branch-runs 3)"
+    return note
+
+
 def reference_step(cfg: Config, goal: float, now: float) -> float | None:
     """The agent step the preset's reference run reached ``goal`` at, if it has one still ahead."""
     steps = cfg.agent.reference_steps
@@ -392,7 +407,7 @@ def run(cfg: Config, run_dir: Path, resume: bool = False,
         s = training.state
         print(f"{cfg.env.env_id} | {cfg.agent.algo} | {s.n_envs} envs x {cfg.agent.n_steps} steps "
               f"| {training.engine.describe()} | batch control: {cfg.control.batch}"
-              f"{FIXED_WHY if cfg.control.batch == 'fixed' else ''}"
+              f"{control_note(cfg)}"
               f"{f', {training.races.describe()}' if training.races is not None else ''} "
               f"| budget {cfg.total_agent_steps:,} agent steps{stop_clause(cfg)}", flush=True)
         train_loop(training)
