@@ -197,10 +197,6 @@ def run_population(plan: Plan, members: int, batch_sizes: list[int], lr_range: t
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     warnings.filterwarnings("ignore", message=".*reuse_actors.*")
     pbt_dir = Path(plan.dir)
-    if read_segments(pbt_dir):
-        raise UserError(f"{pbt_dir} already holds a population's segments; a population does not resume "
-                        "(Ray Tune's PBT restarts members from checkpoints it keeps only while it runs): "
-                        "give another --pbt-dir")
     random.seed(plan.seed)  # PBT's perturbations draw from Python's random module in this process
     scheduler = PopulationBasedTraining(
         time_attr="training_iteration", metric="mean_return", mode="max", perturbation_interval=1,
@@ -338,6 +334,10 @@ def main(argv: list[str] | None = None) -> int:
                 overrides.get("init_from", ""))
     for batch in args.batch_sizes:  # every batch must make a valid run before anything starts
         trial_config(args.env, args.agent, plan.overrides, Trial(batch, lr_range[0], 0), pbt_dir.resolve() / "check")
+    if read_segments(pbt_dir.resolve()):  # before anything is printed or set in this process
+        raise UserError(f"{pbt_dir} already holds a population's segments; a population does not resume "
+                        "(Ray Tune's PBT restarts members from checkpoints it keeps only while it runs): "
+                        "give another --pbt-dir")
     writable_dir(pbt_dir.resolve(), "--pbt-dir")
     print(f"population: {args.members} members, batches {', '.join(map(str, args.batch_sizes))}, learning rates "
           f"{lr_range[0]:.3g}-{lr_range[1]:.3g}, segments of {args.interval:,} frames, until one reaches "

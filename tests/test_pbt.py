@@ -74,6 +74,7 @@ def test_a_population_does_not_start_over_one_that_ran(population):
     result = run_in_process(["rlscale.pbt", "cartpole", "--members", "2", "--interval", "3000", "--batch-sizes",
                              "20", "40", "--stop-return", "475", "--pbt-dir", str(population)])
     assert_one_line_error(result, "already holds a population's segments", "give another --pbt-dir")
+    assert result.stdout == ""  # refused before the population's first line
     assert sorted(str(path) for path in population.rglob("*")) == before  # nothing of the first one touched
 
 

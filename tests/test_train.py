@@ -17,9 +17,10 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlscale.config import build_config
+from rlscale.goals import GoalWindow
 from rlscale.train import main
 from rlscale.training import checkpoint
-from rlscale.training.logger import NOISE_CHART, StepRate
+from rlscale.training.logger import NOISE_CHART, RunLogger, StepRate
 from rlscale.training.trainer import build, save_checkpoint, train_loop
 from tests.conftest import interrupt_when, train_subprocess
 
@@ -100,7 +101,7 @@ def test_short_pong_run_through_actors_writes_tensorboard(tmp_path, capsys):
     assert out.splitlines()[0] == f"run directory: {run_dir}"
     assert f"tensorboard --logdir {run_dir}\n" in out and "steps " in out  # the named run, not its parent
     # The header says which control the run takes and, for the presets' fixed batch, why (issue 61's item 4).
-    assert "| batch control: fixed (no controller matched a tuned fixed batch's time" in out
+    assert "| batch control: fixed (no controller was reliably as fast as a tuned fixed batch" in out
     events = scalars(run_dir)
     tags = set(events.Tags()["scalars"])
     missing = REQUIRED_TAGS - tags
@@ -375,6 +376,21 @@ def test_the_eta_rate_rides_out_a_pause_and_says_when_it_is_still_settling():
     early = StepRate(0, horizon=60.0)
     early.update(500, 5.0 + early.since)
     assert not early.settled and early.smoothed == pytest.approx(100)  # the first window, as it is
+
+
+def test_the_runs_last_progress_line_is_not_printed_twice_at_one_step(tmp_path, capsys):
+    """The loop's last update may print a line at the budget's end; the line the run forces when it ends is then
+    the same step again (it read twice in the README's example) and is left out."""
+    logger = RunLogger(str(tmp_path))
+    try:
+        line = dict(total=1000, steps_per_s=100.0, window=GoalWindow(), n_envs=8, signal=None, signal_name="total",
+                    lr=1e-3)
+        assert logger.progress(1000, interval=0.0, **line)
+        assert not logger.progress(1000, force=True, **line)
+        assert logger.progress(1040, force=True, **line)  # another step: printed
+    finally:
+        logger.close()
+    assert len([text for text in capsys.readouterr().out.splitlines() if text.startswith("[100.0%]")]) == 2
 
 
 def test_critical_control_can_follow_the_hessian_noise_scale(tmp_path, capsys):

@@ -76,7 +76,9 @@ def parse() -> dict[str, dict[int, list[list[float]]]]:
 def replay(columns: np.ndarray, batches: tuple[int, ...], runs: tuple[int, int], cap: float, width: float,
            paired: bool, rng: np.random.Generator) -> tuple[float, int]:
     """One drawn measurement from ``columns`` (races x BATCHES): (its reading, nan where unread; its agent
-    steps). ``runs`` (fewest, most) races a batch: from the fewest, one more race a batch while the read-out's
+    steps). Races run round by round (the k-th race of every batch, ascending, then the next round), not a
+    batch's races together as a run runs them: with a cap, the fewest examples then come from more batches.
+    ``runs`` (fewest, most) races a batch: from the fewest, one more race a batch while the read-out's
     90 % interval spans more than ``width`` (high / low; an undefined one counts as too wide). Paired: each
     batch's k-th race on one drawn column's seeds, as a live measurement runs them; unpaired: each batch's
     races drawn on their own."""
@@ -177,7 +179,7 @@ def main() -> None:
     if args.widths:
         return widths(races, args)
     print(f"{args.draws} drawn measurements a design and fork, races from the "
-          f"{'four-race measurements' if args.pool == 'runs4' else 'one-, two- and four-race measurements'}")
+          f"{'four-race measurements' if args.pool == 'runs4' else 'measurements of every kind (one to four races)'}")
     header = "design".ljust(30) + "".join(f"{fork:>22}" for fork in SWEEP) + "   all forks"
     print(header + "\n" + " " * 30 + "".join(f"{'within 2x, agent steps':>22}" for _ in SWEEP))
     for name, batches, runs, cap, width in DESIGNS:

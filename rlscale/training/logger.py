@@ -118,6 +118,7 @@ class RunLogger:
         # so a resumed run has no duplicate points.
         self.writer = SummaryWriter(run_dir, purge_step=purge_step, flush_secs=10)
         self.last_print = 0.0
+        self.last_step = -1  # the agent step of the last line printed
 
     def layout(self, signal: str) -> None:
         """Write the custom-scalars layout (``custom_scalars_layout``) into the run's events."""
@@ -140,7 +141,7 @@ class RunLogger:
                  interval: float = 10.0, starting_envs: int = 0,
                  next_goal: Callable[[], GoalOutlook | None] | None = None,
                  eta_rate: float | None = None, settling: bool = False) -> bool:
-        """Print a progress line if ``interval`` seconds passed; True when it printed.
+        """Print a progress line if ``interval`` seconds passed (never twice at one step); True when it printed.
 
         The line ends with the time the rest of the budget takes at ``eta_rate`` (the
         smoothed rate; default ``steps_per_s``), marked while that rate is ``settling``,
@@ -150,7 +151,9 @@ class RunLogger:
         now = time.monotonic()
         if not force and now - self.last_print < interval:
             return False
-        self.last_print = now
+        if step == self.last_step:  # the run's last line, forced at its end, already printed at this step
+            return False
+        self.last_print, self.last_step = now, step
         per_s = eta_rate or steps_per_s
         eta = ""
         if per_s > 0 and step < total:

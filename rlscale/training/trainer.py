@@ -108,14 +108,15 @@ class Run:
 
 
 # Why every preset trains at a fixed batch, said where a run says which control it runs (issue 61's item 4):
-# in the studies no controller reached the goals as fast as a tuned fixed batch (docs/batch-control.md).
-FIXED_WHY = " (no controller matched a tuned fixed batch's time in the studies: docs/batch-control.md)"
+# in the studies no controller reached the goals reliably as fast as a tuned fixed batch (`auto` from 14 of 29
+# starts within 15 %, `measured` at 2.9-6.1x its time on CartPole: docs/batch-control.md).
+FIXED_WHY = " (no controller was reliably as fast as a tuned fixed batch in the studies: docs/batch-control.md)"
 
 
 def control_note(cfg: Config) -> str:
     """What the header adds to the batch control's name: why a batch is fixed, or how many races a measurement
-    runs a batch and, below three, what that costs in accuracy (replayed at four MinAtar forks, 2026-11-29:
-    docs/batch-control.md)."""
+    runs a batch and, below three, what that costs in accuracy (one race: 11 of 24 within 2x at three MinAtar
+    forks; three: 3 of 4 live and 86 % in a replay of the forks' races, 2026-11-29: docs/batch-control.md)."""
     c = cfg.control
     if c.batch == "fixed":
         return FIXED_WHY
@@ -123,7 +124,7 @@ def control_note(cfg: Config) -> str:
         return ""
     note = f", {c.branch_runs} race{'s' if c.branch_runs > 1 else ''} a batch"
     if c.branch_runs < 3:
-        note += " (one reads within 2x of a fork sweep 63 % of the time, three 86 %: --branch-runs 3)"
+        note += " (one race reads within 2x of a fork sweep about half the time; for a reading to trust, --branch-runs 3)"
     return note
 
 
