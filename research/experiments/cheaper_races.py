@@ -73,11 +73,13 @@ def parse() -> dict[str, dict[int, list[list[float]]]]:
     return races
 
 
-def replay(columns: np.ndarray, batches: tuple[int, ...], runs: tuple[int, int], cap: float, width: float,
-           paired: bool, rng: np.random.Generator) -> tuple[float, int]:
+def replay(columns: np.ndarray, batches: tuple[int, ...], runs: tuple[int, int], cap: tuple[float, str],
+           width: float, paired: bool, rng: np.random.Generator) -> tuple[float, int]:
     """One drawn measurement from ``columns`` (races x BATCHES): (its reading, nan where unread; its agent
     steps). Races run round by round (the k-th race of every batch, ascending, then the next round), not a
     batch's races together as a run runs them: with a cap, the fewest examples then come from more batches.
+    ``cap`` (factor, "any" or "batch"): a race stops at factor x the fewest examples of any finished race, or of
+    its own batch's finished races (its batch's first race runs uncapped).
     ``runs`` (fewest, most) races a batch: from the fewest, one more race a batch while the read-out's
     90 % interval spans more than ``width`` (high / low; an undefined one counts as too wide). Paired: each
     batch's k-th race on one drawn column's seeds, as a live measurement runs them; unpaired: each batch's
@@ -87,16 +89,18 @@ def replay(columns: np.ndarray, batches: tuple[int, ...], runs: tuple[int, int],
     if paired:
         drawn[:] = drawn[0]
     branches: list[BranchRun] = []
-    cost, fewest = 0, math.inf
+    cost, fewest = 0, {"any": math.inf}
+    factor, scope = cap
     for k in range(most_runs):
         for batch in batches:
             examples = columns[drawn[BATCHES.index(batch), k], BATCHES.index(batch)]
-            limit = min(LIMIT, cap * fewest)
+            key = "any" if scope == "any" else batch
+            limit = min(LIMIT, factor * fewest.get(key, math.inf))
             done = examples <= limit
             used = int(examples) if done else int(limit)
             cost += used
             if done:
-                fewest = min(fewest, used)
+                fewest[key] = min(fewest.get(key, math.inf), used)
             branches.append(BranchRun(1.0, 1, float(batch), 0.0, agent_steps=used, examples=used,
                                       optimizer_steps=max(1, round(used / batch)), reached=bool(done)))
         if k + 1 < fewest_runs:
@@ -113,22 +117,25 @@ def replay(columns: np.ndarray, batches: tuple[int, ...], runs: tuple[int, int],
 
 INF = math.inf
 DESIGNS = [  # (name, batches, races a batch (fewest, most), cap, interval width to stop adding races at)
-    ("6 batches x 4 (today)", BATCHES, (4, 4), INF, INF),
-    ("6 x 4, cap 8x", BATCHES, (4, 4), 8.0, INF),
-    ("6 x 4, cap 5x", BATCHES, (4, 4), 5.0, INF),
-    ("6 x 4, cap 3x", BATCHES, (4, 4), 3.0, INF),
-    ("40-640 x 4", BATCHES[:-1], (4, 4), INF, INF),
-    ("80-1280 x 4", BATCHES[1:], (4, 4), INF, INF),
-    ("40/160/640 x 4", (40, 160, 640), (4, 4), INF, INF),
-    ("80/320/1280 x 4", (80, 320, 1280), (4, 4), INF, INF),
-    ("6 x 3", BATCHES, (3, 3), INF, INF),
-    ("6 x 2", BATCHES, (2, 2), INF, INF),
-    ("6 x 2, cap 8x", BATCHES, (2, 2), 8.0, INF),
-    ("6 x 1 (one race)", BATCHES, (1, 1), INF, INF),
-    ("6 x 2-4, to a 4x interval", BATCHES, (2, 4), INF, 4.0),
-    ("6 x 2-4, to an 8x interval", BATCHES, (2, 4), INF, 8.0),
-    ("6 x 1-4, to a 4x interval", BATCHES, (1, 4), INF, 4.0),
-    ("6 x 2-6, to a 4x interval", BATCHES, (2, 6), INF, 4.0),
+    ("6 batches x 4 (today)", BATCHES, (4, 4), (INF, "any"), INF),
+    ("6 x 4, cap 8x", BATCHES, (4, 4), (8.0, "any"), INF),
+    ("6 x 4, cap 5x", BATCHES, (4, 4), (5.0, "any"), INF),
+    ("6 x 4, cap 3x", BATCHES, (4, 4), (3.0, "any"), INF),
+    ("40-640 x 4", BATCHES[:-1], (4, 4), (INF, "any"), INF),
+    ("80-1280 x 4", BATCHES[1:], (4, 4), (INF, "any"), INF),
+    ("40/160/640 x 4", (40, 160, 640), (4, 4), (INF, "any"), INF),
+    ("80/320/1280 x 4", (80, 320, 1280), (4, 4), (INF, "any"), INF),
+    ("6 x 3", BATCHES, (3, 3), (INF, "any"), INF),
+    ("6 x 2", BATCHES, (2, 2), (INF, "any"), INF),
+    ("6 x 4, cap 3x within a batch", BATCHES, (4, 4), (3.0, "batch"), INF),
+    ("6 x 4, cap 2x within a batch", BATCHES, (4, 4), (2.0, "batch"), INF),
+    ("6 x 3, cap 2x within a batch", BATCHES, (3, 3), (2.0, "batch"), INF),
+    ("6 x 2, cap 8x", BATCHES, (2, 2), (8.0, "any"), INF),
+    ("6 x 1 (one race)", BATCHES, (1, 1), (INF, "any"), INF),
+    ("6 x 2-4, to a 4x interval", BATCHES, (2, 4), (INF, "any"), 4.0),
+    ("6 x 2-4, to an 8x interval", BATCHES, (2, 4), (INF, "any"), 8.0),
+    ("6 x 1-4, to a 4x interval", BATCHES, (1, 4), (INF, "any"), 4.0),
+    ("6 x 2-6, to a 4x interval", BATCHES, (2, 6), (INF, "any"), 4.0),
 ]
 
 
@@ -170,6 +177,7 @@ def main() -> None:
     p.add_argument("--pool", choices=["runs4", "all"], default="runs4",
                    help="the four-race measurements' races only, or every recorded race")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--only", default="", help="only the designs whose name contains this text")
     p.add_argument("--widths", action="store_true",
                    help="instead: whether the read-out's 90 %% interval flags the readings that miss (1 and 3 races)")
     p.add_argument("--unpaired", action="store_true",
@@ -182,7 +190,7 @@ def main() -> None:
           f"{'four-race measurements' if args.pool == 'runs4' else 'measurements of every kind (one to four races)'}")
     header = "design".ljust(30) + "".join(f"{fork:>22}" for fork in SWEEP) + "   all forks"
     print(header + "\n" + " " * 30 + "".join(f"{'within 2x, agent steps':>22}" for _ in SWEEP))
-    for name, batches, runs, cap, width in DESIGNS:
+    for name, batches, runs, cap, width in (d for d in DESIGNS if args.only in d[0]):
         row, shares, costs = name.ljust(30), [], []
         for fork, (low, high) in SWEEP.items():
             columns = np.array([c for k, cs in races[fork].items() if args.pool == "all" or k == 4 for c in cs])
