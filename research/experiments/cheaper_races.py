@@ -95,24 +95,34 @@ def replay(columns: np.ndarray, batches: tuple[int, ...], runs: tuple[int, int],
         for batch in batches:
             examples = columns[drawn[BATCHES.index(batch), k], BATCHES.index(batch)]
             key = "any" if scope == "any" else batch
-            limit = min(LIMIT, factor * fewest.get(key, math.inf))
-            done = examples <= limit
-            used = int(examples) if done else int(limit)
-            cost += used
-            if done:
-                fewest[key] = min(fewest.get(key, math.inf), used)
-            branches.append(BranchRun(1.0, 1, float(batch), 0.0, agent_steps=used, examples=used,
-                                      optimizer_steps=max(1, round(used / batch)), reached=bool(done)))
+            branch = race(batch, examples, min(LIMIT, factor * fewest.get(key, math.inf)))
+            cost += branch.examples
+            if branch.reached:
+                fewest[key] = min(fewest.get(key, math.inf), branch.examples)
+            branches.append(branch)
         if k + 1 < fewest_runs:
             continue
-        if len(pooled_races(branches)) < 2:
-            reading, (low, high) = math.nan, (math.nan, math.nan)
-        else:
-            found, (low, high) = read_reach(branches)
-            reading = found.critical_batch
-        if math.isfinite(low) and low > 0 and high / low <= width:
+        reading, span = read_out(branches)
+        if span <= width:
             break
     return reading, cost
+
+
+def race(batch: int, examples: float, limit: float) -> BranchRun:
+    """A race at ``batch`` that needed ``examples`` to the goal (inf: it missed), stopped at ``limit``."""
+    done = examples <= limit
+    used = int(examples) if done else int(limit)
+    return BranchRun(1.0, 1, float(batch), 0.0, agent_steps=used, examples=used,
+                     optimizer_steps=max(1, round(used / batch)), reached=bool(done))
+
+
+def read_out(branches: list[BranchRun]) -> tuple[float, float]:
+    """The package's reading of the races (nan: fewer than two batches read) and its 90 % interval's high / low
+    (inf: no interval)."""
+    if len(pooled_races(branches)) < 2:
+        return math.nan, math.inf
+    reading, (low, high) = read_reach(branches)
+    return reading.critical_batch, high / low if math.isfinite(low) and low > 0 else math.inf
 
 
 INF = math.inf
@@ -159,16 +169,7 @@ def widths(races: dict, args: argparse.Namespace) -> None:
 def replay_with_width(columns: np.ndarray, runs: int, rng: np.random.Generator) -> tuple[float, float]:
     """One paired measurement of all six batches: its reading and its interval's high / low (inf: none)."""
     drawn = rng.integers(0, len(columns), size=runs)
-    branches = []
-    for i, batch in enumerate(BATCHES):
-        for examples in columns[drawn, i]:
-            used = int(min(examples, LIMIT))
-            branches.append(BranchRun(1.0, 1, float(batch), 0.0, agent_steps=used, examples=used,
-                                      optimizer_steps=max(1, round(used / batch)), reached=bool(examples <= LIMIT)))
-    if len(pooled_races(branches)) < 2:
-        return math.nan, math.inf
-    reading, (low, high) = read_reach(branches)
-    return reading.critical_batch, high / low if math.isfinite(low) and low > 0 else math.inf
+    return read_out([race(batch, examples, LIMIT) for i, batch in enumerate(BATCHES) for examples in columns[drawn, i]])
 
 
 def main() -> None:
