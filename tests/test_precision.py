@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 
 import numpy as np
 import pytest
@@ -13,9 +14,11 @@ from rlscale.models.nets import build_network
 from rlscale.models.precision import (
     INFERENCE_CANDIDATES,
     MIN_SPEEDUP,
+    OUT_OF_REACH,
     ROUNDS,
     TOLERANCE,
     InferenceChoice,
+    _fastest,
     bf16_units,
     choose_inference,
     choose_precision,
@@ -163,3 +166,19 @@ def test_the_header_says_what_the_actors_took_once_per_distinct_choice():
     assert describe_inference([fast, slow]) == ("1 of 2: bf16 channels-last (measured: 1.32x the speed of fp32); "
                                                 "1 of 2: fp32 (measured: no other 1.1x faster; the best 1.02x)")
     assert describe_inference([InferenceChoice("bf16", True, {}, {}, "set")] * 2) == "bf16 channels-last (set)"
+
+
+def test_a_pass_out_of_reach_is_timed_twice_and_keeps_its_reading():
+    calls = {"fast": 0, "slow": 0}
+
+    def sleeper(key: str, seconds: float):
+        def run() -> None:
+            calls[key] += 1
+            time.sleep(seconds)
+        return run
+
+    # The slow pass takes 10x the fast one's time (as bf16 did on a CPU without bf16 units): after two
+    # timings it cannot be chosen, so it is timed no more.
+    seconds = _fastest({"fast": sleeper("fast", 0.002), "slow": sleeper("slow", 0.02)}, 7, torch.device("cpu"))
+    assert calls == {"fast": 7, "slow": 2}
+    assert seconds["slow"] >= 0.02 and seconds["fast"] < seconds["slow"] / OUT_OF_REACH
