@@ -149,12 +149,17 @@ DESIGNS = [  # (name, batches, races a batch (fewest, most), cap, interval width
 ]
 
 
+def pooled(races: dict, fork: str, pool: str) -> list[list[float]]:
+    """A fork's columns of races: the four-race measurements' ("runs4") or every recorded one ("all")."""
+    return [column for runs, columns in races[fork].items() if pool == "all" or runs == 4 for column in columns]
+
+
 def widths(races: dict, args: argparse.Namespace) -> None:
     """Share within 2x of the readings whose interval spans at most CUT (high / low), and of the wider ones."""
     for runs in (1, 3):
         rows = []
         for fork, (low, high) in SWEEP.items():
-            columns = np.array([c for k, cs in races[fork].items() if args.pool == "all" or k == 4 for c in cs])
+            columns = np.array(pooled(races, fork, args.pool))
             rng = np.random.default_rng(args.seed)
             for _ in range(args.draws):
                 reading, width = replay_with_width(columns, runs, rng)
@@ -194,7 +199,7 @@ def main() -> None:
     for name, batches, runs, cap, width in (d for d in DESIGNS if args.only in d[0]):
         row, shares, costs = name.ljust(30), [], []
         for fork, (low, high) in SWEEP.items():
-            columns = np.array([c for k, cs in races[fork].items() if args.pool == "all" or k == 4 for c in cs])
+            columns = np.array(pooled(races, fork, args.pool))
             rng = np.random.default_rng(args.seed)
             outcomes = [replay(columns, batches, runs, cap, width, not args.unpaired, rng) for _ in range(args.draws)]
             readings = np.array([r for r, _ in outcomes])
@@ -204,7 +209,7 @@ def main() -> None:
             costs.append(cost)
             row += f"{within:>11.0%} {cost / 1e6:>7.2f} M  "
         print(row + f"{np.mean(shares):>6.0%} {np.mean(costs) / 1e6:.2f} M", flush=True)
-    pools = {fork: [c for k, cs in races[fork].items() if args.pool == "all" or k == 4 for c in cs] for fork in SWEEP}
+    pools = {fork: pooled(races, fork, args.pool) for fork in SWEEP}
     print("pools (races a batch, races that missed the goal):", "; ".join(
         f"{fork} {len(cs)}, {sum(1 for c in cs for e in c if not math.isfinite(e))}" for fork, cs in pools.items()))
 
