@@ -21,9 +21,14 @@ def test_a_crashed_worker_ends_the_run_with_one_failure_that_names_the_test(tmp_
         "def test_after():\n    pass\n")
     (tmp_path / "test_other.py").write_text("".join(f"def test_{i}():\n    pass\n\n\n" for i in range(4)))
     # Its own temporary directory: its lock file is not this suite's (tests/conftest.py, MachineShare).
+    # COLUMNS fixed: the short summary cuts each line at the terminal's width, so what a line holds depends on it.
     result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=120, env={**os.environ, "TMPDIR": str(tmp_path)})
-    # Not replaced by a new worker: a new one would be handed the crashing module again, up to eight times.
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "TMPDIR": str(tmp_path), "COLUMNS": "200"})
+    lines = result.stdout.splitlines()
     assert result.returncode == 1, result.stdout[-2000:]
-    assert result.stdout.count("crashed while running 'test_crashes.py::test_crash'") == 1, result.stdout[-2000:]
-    assert "1 failed" in result.stdout.splitlines()[-1], result.stdout[-2000:]
+    failed = [line for line in lines if line.startswith("FAILED ")]
+    assert len(failed) == 1 and failed[0].startswith("FAILED test_crashes.py::test_crash "), result.stdout[-2000:]
+    # Not replaced by a new worker: a new one would be handed the crashing module again, up to eight times.
+    assert result.stdout.count("worker restarting disabled") >= 1, result.stdout[-2000:]
+    assert " 1 failed, 5 passed in " in lines[-1], result.stdout[-2000:]
