@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from measured_study_cartpole import ARMS, COMMON
+from measured_study import ARMS, COMMON
 
 PBT = ["--members", "4", "--interval", "20000", "--batch-sizes", "50", "100", "200", "400", "800",
        "--lr-range", "7.5e-4", "1.2e-2", "--stop-return", "475", "--total-frames", "3000000"]
