@@ -133,14 +133,18 @@ def test_pair_edges_in_both_directions():
 def test_critical_batch_far_outside_the_branches_is_a_bound():
     below = fit_critical_batch(branches(2.0))
     assert below.bound == "below" and below.critical_batch <= 64.0 / 8
-    assert "below range" in below.describe()
+    assert below.describe().startswith("B_crit below 8 (the smallest branch / 8: the branches cannot resolve it; ")
+    assert below.shown_batch == 64.0 / 8
     above = fit_critical_batch(branches(100_000.0))
     assert above.bound == "above" and above.critical_batch >= 512.0 * 8
+    # Shown as the edge, not as the fit: past the edge the fit can be any number up to a float's limit.
+    assert above.shown_batch == 512.0 * 8
+    assert above.describe().startswith("B_crit above 4096 (8x the largest branch: the branches cannot resolve it; ")
     # The limits themselves, where no finite B_crit fits exactly, land at the same flags.
     assert fit_critical_batch([Branch(b, EXAMPLES, 1, 1.0 / b) for b in BATCHES]).bound == "below"
     assert fit_critical_batch([Branch(b, EXAMPLES, 1, 0.3) for b in BATCHES]).bound == "above"
     inside = fit_critical_batch(branches(300.0))
-    assert inside.bound == ""
+    assert inside.bound == "" and inside.shown_batch == inside.critical_batch
 
 
 @pytest.mark.parametrize("progress", [

@@ -86,6 +86,17 @@ class Reading:
         """Whether the fit found a B_crit (one that may still be only a bound)."""
         return math.isfinite(self.critical_batch)
 
+    @property
+    def shown_batch(self) -> float:
+        """B_crit as the console and TensorBoard show it: the fit inside the range, the range's edge
+        (min(B)/8 or 8·max(B)) for a bound. A fit past the edge carries no information beyond it, and
+        its value can be anything up to a float's limit (1e18 was seen), which flattens a chart."""
+        if self.bound == "below":
+            return min(self.batches) / RESOLVABLE
+        if self.bound == "above":
+            return max(self.batches) * RESOLVABLE
+        return self.critical_batch
+
     def describe(self) -> str:
         """One console line, e.g. "B_crit 310 (branches 64-512, progress per example 1.00/0.85/...)"."""
         span = (f"branches {_number(self.batches[0])}-{_number(self.batches[-1])}"
@@ -101,8 +112,10 @@ class Reading:
             return f"B_crit undefined: no fit with positive progress ({detail})"
         if math.isfinite(self.merrill_batch):
             detail += f", efficient up to {_number(self.merrill_batch)}"
-        where = f" {self.bound} range" if self.bound else ""
-        return f"B_crit {_number(self.critical_batch)}{where} ({detail})"
+        if self.bound:
+            edge = "the smallest branch / 8" if self.bound == "below" else "8x the largest branch"
+            return f"B_crit {self.bound} {_number(self.shown_batch)} ({edge}: the branches cannot resolve it; {detail})"
+        return f"B_crit {_number(self.critical_batch)} ({detail})"
 
 
 def pair_critical_batch(b1: float, d1: float, b2: float, d2: float) -> float:

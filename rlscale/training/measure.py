@@ -270,7 +270,7 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
     run.controller.measured(s.agent_steps, run.signal, reading.critical_batch)
     run.settled = False  # the pool was resized: the next update's time is not a steady one
     interval = f"90 % {low:,.0f}-{high:,.0f}" if math.isfinite(low) else "interval undefined"
-    others = "; ".join(f"by {PROGRESS_NAMES[measure]} {other.critical_batch:,.0f}" if other.defined
+    others = "; ".join(f"by {PROGRESS_NAMES[measure]} {other.shown_batch:,.0f}" if other.defined
                        else f"by {PROGRESS_NAMES[measure]} undefined"
                        for measure, (other, _) in readings.items() if measure != cfg.control.progress)
     if by_reach and any(b.at_once for b in readable):
@@ -291,11 +291,11 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
           f"{sum(b.examples for b in branches if b is not chosen):,} examples of it on branches not continued",
           flush=True)
     # Every tag at every measurement (NaN where a reading is undefined), so the charts line up.
-    metrics = {tags.MEASURED_BATCH: reading.critical_batch, tags.MEASURED_LOW: low, tags.MEASURED_HIGH: high,
+    metrics = {tags.MEASURED_BATCH: reading.shown_batch, tags.MEASURED_LOW: low, tags.MEASURED_HIGH: high,
                tags.MEASURED_EFFICIENT: reading.merrill_batch, tags.MEASURE_SECONDS: s.measure_seconds,
                tags.MEASURE_EXAMPLES: s.measure_examples, tags.MEASUREMENTS: s.measurements, tags.N_ENVS: s.n_envs}
     for measure, (by_measure, _) in readings.items():
-        metrics[tags.MEASURED_BATCH_BY.format(progress=measure)] = by_measure.critical_batch
+        metrics[tags.MEASURED_BATCH_BY.format(progress=measure)] = by_measure.shown_batch
     pooled = {batch: examples for batch, _, examples in pooled_races(branches)} if by_reach else {}
     for b in branches:  # by reach: one goal per 1,000 examples of the batch's races (NaN: one missed it)
         metrics[tags.BRANCH_PROGRESS.format(multiplier=b.multiplier)] = (
