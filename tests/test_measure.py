@@ -10,6 +10,7 @@ import pytest
 
 from rlscale import tags
 from rlscale.reports.events import read_scalars
+from rlscale.reports.runs import load_run
 from rlscale.training import checkpoint, measure
 from tests.conftest import run_in_process
 
@@ -221,6 +222,11 @@ def test_progress_reach_races_each_branch_to_the_next_goal_and_continues_from_on
     assert summary["measure_examples"] == sum(e for m, e in examples.items() if m != chosen)
     assert summary["examples"] == sum(examples.values()) and summary["finished"]  # it stopped there
     assert summary["goals"]["40"]["agent_steps"] == summary["agent_steps"]  # met by the continued branch
+    # No update after the measurement: the reports read the run's goal from the counters the measurement logged.
+    hit = load_run(run_dir).goal(40)
+    assert (hit.agent_steps, hit.updates, hit.examples) == (summary["agent_steps"], summary["updates"],
+                                                           summary["examples"])
+    assert hit.wall_seconds == pytest.approx(summary["wall_seconds"], abs=0.06)
 
 
 def test_a_race_to_a_goal_the_policy_already_meets_says_it_reads_the_wait_for_episodes(tmp_path):

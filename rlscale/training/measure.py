@@ -293,7 +293,11 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
     # Every tag at every measurement (NaN where a reading is undefined), so the charts line up.
     metrics = {tags.MEASURED_BATCH: reading.shown_batch, tags.MEASURED_LOW: low, tags.MEASURED_HIGH: high,
                tags.MEASURED_EFFICIENT: reading.merrill_batch, tags.MEASURE_SECONDS: s.measure_seconds,
-               tags.MEASURE_EXAMPLES: s.measure_examples, tags.MEASUREMENTS: s.measurements, tags.N_ENVS: s.n_envs}
+               tags.MEASURE_EXAMPLES: s.measure_examples, tags.MEASUREMENTS: s.measurements, tags.N_ENVS: s.n_envs,
+               # The run's counters as the measurement left them: a run that ends here (its budget or
+               # --stop-return spent by the races) logs no update after it, and reports read its goals from them.
+               tags.OPTIMIZER_BATCH: chosen.batch, tags.UPDATES: run.optimizer_steps, tags.EXAMPLES: s.examples,
+               tags.WALL_SECONDS: s.wall_seconds}
     for measure, (by_measure, _) in readings.items():
         metrics[tags.MEASURED_BATCH_BY.format(progress=measure)] = by_measure.shown_batch
     pooled = {batch: examples for batch, _, examples in pooled_races(branches)} if by_reach else {}
