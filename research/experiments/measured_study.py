@@ -8,6 +8,8 @@ MinAtar Breakout: best fixed 320 at lr 2.24e-2 (the fit sweeps of 2026-11-25/26,
 40-44, goal 14; each start at the power rule's rate, 1.12e-2 (B/80)^0.5, as the branches take theirs; a run
 stops at --total-frames 4M agent steps, branches counted, so a run that has not reached 14 by then took more
 than ~2.5x the fixed batch's steps.
+MinAtar Asterix (the SpaceInvaders preset on MinAtar/Asterix-v1, as the sweep ran it): best fixed 80 at 1.12e-2
+(seeds 0-2), held-out seeds 10-12, goal 12, a 3M cap (~4x the fixed batch's steps).
 
 Resumable (a finished run is skipped, an interrupted one resumed). One run at a time, the arms interleaved
 seed by seed so they share whatever else the machine runs; serial runs, one learner thread, fp32. Then
@@ -60,12 +62,28 @@ BREAKOUT_ARMS = {
     "measured-from-320": _measured(64, "2.24e-2", BREAKOUT_BOUNDS),
     "measured-from-1280": _measured(256, "4.48e-2", BREAKOUT_BOUNDS),
 }
+BREAKOUT_DEFAULT_ARMS = list(BREAKOUT_ARMS)
+# One measurement, at the start, then held (--remeasure 1e9): the controller's cheapest form, added after the
+# default arms' runs re-measured many times (9 measurements to goal 14 from 80 on seed 40), most on the noise scale's trigger.
+BREAKOUT_ARMS["measured-once-from-80"] = [*BREAKOUT_ARMS["measured-from-80"], "--remeasure", "1e9"]
+# Asterix (research/data/asterix-sweep-2026-11-29.txt): best fixed 80 at 1.12e-2, chosen on seeds 0-2, goal 12;
+# two environments a vector env, so the 1/4x start's 0.5x branch (10 observations) is a batch of its own.
+ASTERIX_BOUNDS = ["--vector-size", "2", "--min-envs", "2", "--max-envs", "1024"]
+ASTERIX_ARMS = {
+    "fixed-80": ["--n-envs", "16", "--lr", "1.12e-2", "--vector-size", "2", "--min-envs", "16", "--max-envs", "16"],
+    "measured-from-20": _measured(4, "5.6e-3", ASTERIX_BOUNDS),
+    "measured-from-80": _measured(16, "1.12e-2", ASTERIX_BOUNDS),
+    "measured-from-320": _measured(64, "2.24e-2", ASTERIX_BOUNDS),
+}
 GAMES = {
     "cartpole": Game("cartpole", ["100", "200", "400", "475"],
                      [*FP32_SERIAL, "--lr", "3e-3", "--total-frames", "3000000"], CARTPOLE_ARMS,
                      [35, 36, 37, 38, 39], ["fixed-200", "measured-from-50", "measured-from-200", "measured-from-800"]),
     "minatar-breakout": Game("minatar-breakout", ["5", "8", "11", "14"], [*FP32_SERIAL, "--total-frames", "4000000"],
-                             BREAKOUT_ARMS, [40, 41, 42, 43, 44], list(BREAKOUT_ARMS)),
+                             BREAKOUT_ARMS, [40, 41, 42, 43, 44], BREAKOUT_DEFAULT_ARMS),
+    "minatar-asterix": Game("minatar-spaceinvaders", ["4", "8", "12"],
+                            [*FP32_SERIAL, "--env-id", "MinAtar/Asterix-v1", "--total-frames", "3000000"],
+                            ASTERIX_ARMS, [10, 11, 12], list(ASTERIX_ARMS)),
 }
 # pbt_against_controller.py runs CartPole's arms.
 COMMON = [*GAMES["cartpole"].common, "--goals", *GAMES["cartpole"].goals, "--stop-return", GAMES["cartpole"].goals[-1]]
