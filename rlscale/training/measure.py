@@ -267,7 +267,7 @@ def measure_critical_batch(run: Run, why: str) -> list[tuple[float, int]]:
         for f in fields(s):
             setattr(s, f.name, getattr(trunk_state, f.name))
         raise
-    run.controller.measured(s.agent_steps, run.signal, reading.critical_batch)
+    run.controller.measured(s.agent_steps, run.signal, reading.shown_batch)  # the target chart: the edge, not 1e18
     run.settled = False  # the pool was resized: the next update's time is not a steady one
     interval = f"90 % {low:,.0f}-{high:,.0f}" if math.isfinite(low) else "interval undefined"
     others = "; ".join(f"by {PROGRESS_NAMES[measure]} {other.shown_batch:,.0f}" if other.defined
