@@ -168,7 +168,11 @@ class ControlConfig:
     heldout_rollouts: int = opt(4, "measured: rollouts at the current batch collected for the held-out rows (more: a "
                                 "progress reading with less noise, at their agent steps' cost)")
     remeasure: float = opt(2.0, "measured: measure again once the agent steps have grown by this factor since the "
-                           "last measurement, or the noise scale has moved by it")
+                           "last measurement, or the noise scale has moved by it (--remeasure-noise)")
+    # On Breakout the noise scale's trigger fired 57 times in 15 runs, the steps' never: B_simple's average moves
+    # 2x far sooner than the run changes (docs/batch-control.md).
+    remeasure_noise: float = opt(0.0, "measured: the factor by which the noise scale must move since the last "
+                                 "measurement to measure again; 0: --remeasure's; 1e9: never (the agent steps alone)")
     # total: measured every update at near-zero cost, and within 1.4x of the fitted
     # B_crit on the CartPole study's well-determined goals (docs/results.md).
     signal: str = opt("total", "noise scale the controller follows: B_simple of the total loss or of one part, "
@@ -477,6 +481,8 @@ class Config:
             raise UserError(f"--heldout-rollouts must be at least 1, got {c.heldout_rollouts}")
         if not c.remeasure > 1:
             raise UserError(f"--remeasure must be above 1 (a growth factor), got {c.remeasure:g}")
+        if not (c.remeasure_noise == 0 or c.remeasure_noise > 1):
+            raise UserError(f"--remeasure-noise must be above 1 (a factor) or 0 (--remeasure's), got {c.remeasure_noise:g}")
         if r.backend != "native" or r.learners > 1 or r.overlap:
             raise UserError("--batch measured branches one native learner in this process: drop --backend rllib, "
                             "--learners and --overlap")

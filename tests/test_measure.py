@@ -128,6 +128,7 @@ def test_a_branch_that_crashes_is_one_line_and_the_run_goes_on(tmp_path, monkeyp
     (["--branches", "-1", "2"], "--branches multipliers must be positive"),
     (["--branch-window", "2"], "--branch-window 2 is under one update for the 4x branch"),
     (["--remeasure", "1"], "--remeasure must be above 1"),
+    (["--remeasure-noise", "0.5"], "--remeasure-noise must be above 1 (a factor) or 0 (--remeasure's)"),
     (["--progress", "return", "--progress-episodes", "1"], "--progress-episodes must be at least 2"),
     (["--goals"], "--progress reach (the default) races the branches to the run's next goal"),
     (["--progress", "reach", "--branch-runs", "0"], "--branch-runs must be at least 1"),

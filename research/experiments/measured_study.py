@@ -66,6 +66,8 @@ BREAKOUT_DEFAULT_ARMS = list(BREAKOUT_ARMS)
 # One measurement, at the start, then held (--remeasure 1e9): the controller's cheapest form, added after the
 # default arms' runs re-measured many times (9 measurements to goal 14 from 80 on seed 40), most on the noise scale's trigger.
 BREAKOUT_ARMS["measured-once-from-80"] = [*BREAKOUT_ARMS["measured-from-80"], "--remeasure", "1e9"]
+# Re-measuring on the agent steps' doubling alone (--remeasure-noise 1e9), added after the once arm ran 2.7x faster.
+BREAKOUT_ARMS["measured-steps-from-80"] = [*BREAKOUT_ARMS["measured-from-80"], "--remeasure-noise", "1e9"]
 # Asterix (research/data/asterix-sweep-2026-11-29.txt): best fixed 80 at 1.12e-2, chosen on seeds 0-2, goal 12;
 # two environments a vector env; at least 4 (--noise-groups 4), so the 1/4x start's 0.5x branch merges into its 1x one.
 ASTERIX_BOUNDS = ["--vector-size", "2", "--min-envs", "4", "--max-envs", "1024"]

@@ -229,8 +229,8 @@ class BatchController:
         """--batch measured: why the critical batch should be measured now (None: not yet).
 
         At the start, then once the agent steps have grown by --remeasure since the last
-        measurement or the cheap noise scale has moved by that factor: the proxy as a trigger,
-        not a target (docs/batch-control.md)."""
+        measurement or the cheap noise scale has moved by --remeasure-noise (0: the same factor):
+        the proxy as a trigger, not a target (docs/batch-control.md)."""
         if self.cfg.batch != "measured":
             return None
         if self.measured_at is None:
@@ -240,7 +240,7 @@ class BatchController:
             return f"agent steps x{agent_steps / max(steps_at, 1.0):.1f} since the last measurement"
         if noise_scale is not None and math.isfinite(noise_scale) and noise_scale > 0 and signal_at > 0:
             moved = max(noise_scale / signal_at, signal_at / noise_scale)
-            if moved >= self.cfg.remeasure:
+            if moved >= (self.cfg.remeasure_noise or self.cfg.remeasure):
                 return f"the noise scale moved x{moved:.1f} since the last measurement"
         return None
 

@@ -310,7 +310,8 @@ def variant_of(run: RunRecord) -> str:
         races = (f" x{c.branch_runs} races" if c.branch_runs > 1 else "") + \
             (f" {c.branches_at_once} at once" if c.branches_at_once else "")
         return (f"measured from {optimizer_batch(run):g} {lr}{rule} by {c.progress} branches "
-                f"{'/'.join(f'{m:g}' for m in c.branches)}{races} remeasure {c.remeasure:g}{engine}")
+                f"{'/'.join(f'{m:g}' for m in c.branches)}{races} remeasure {c.remeasure:g}"
+                f"{f' noise {c.remeasure_noise:g}' if c.remeasure_noise else ''}{engine}")
     # What the controller follows and how often it may move: runs that differ only here differ in control.
     pace = f" follows {tags.signal_label(c.signal)}" if c.signal != "total" else ""  # the default unnamed
     pace += f" avg {run.cfg.noise.noise_horizon:g} cooldown {c.cooldown:g}"
