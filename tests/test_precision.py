@@ -92,15 +92,17 @@ def test_the_start_up_choice_holds_beside_a_busy_process_and_against_a_contrary_
         pytest.skip("not an x86 CPU: no flags to read")
     model, obs = pong_minibatch()
     threads = torch.get_num_threads()
-    quiet = choose_precision(model, obs, repeats=3)
+    # The product's own repeats (7): with 3, a pass timed beside the busy process and the suite's other worker
+    # read bf16 at 0.99x fp32 against ~1.65x alone and beside one busy process (CI, 2026-11-29).
+    quiet = choose_precision(model, obs)
     # A choice against the flags only after every round; one that agrees stops re-timing at once.
     agrees_with_flags = (quiet.precision == "bf16") == bf16_units()
     assert agrees_with_flags or quiet.rounds == ROUNDS, quiet.describe()
     with busy_core():
-        busy = choose_precision(model, obs, repeats=3)
+        busy = choose_precision(model, obs)
     assert busy.precision == quiet.precision, busy.describe()
     assert torch.get_num_threads() == threads
-    contrary = choose_precision(model, obs, repeats=3, units=quiet.precision != "bf16")
+    contrary = choose_precision(model, obs, units=quiet.precision != "bf16")
     assert contrary.rounds == ROUNDS and contrary.precision == quiet.precision
     assert f"timed {ROUNDS}x, still disagreeing" in contrary.describe()
 
