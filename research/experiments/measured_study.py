@@ -38,13 +38,18 @@ class Game:
     seeds: list[int]
     default_arms: list[str]
 
+    @property
+    def flags(self) -> list[str]:
+        """What every arm's command line shares: the common flags, the goals, and a stop at the top one."""
+        return [*self.common, "--goals", *self.goals, "--stop-return", self.goals[-1]]
+
 
 def _measured(n_envs: int, lr: str, bounds: list[str]) -> list[str]:
     return ["--n-envs", str(n_envs), "--lr", lr, "--batch", "measured", "--progress", "reach", *bounds]
 
 
 CARTPOLE_ARMS = {
-    "fixed-200": ["--n-envs", "40"],
+    "fixed-200": ["--n-envs", "40", "--lr", "3e-3"],
     "measured-from-50": _measured(10, "3e-3", ["--min-envs", "4", "--max-envs", "256"]),
     "measured-from-200": _measured(40, "3e-3", ["--min-envs", "4", "--max-envs", "256"]),
     "measured-from-800": _measured(160, "3e-3", ["--min-envs", "4", "--max-envs", "256"]),
@@ -79,7 +84,7 @@ ASTERIX_ARMS = {
 }
 GAMES = {
     "cartpole": Game("cartpole", ["100", "200", "400", "475"],
-                     [*FP32_SERIAL, "--lr", "3e-3", "--total-frames", "3000000"], CARTPOLE_ARMS,
+                     [*FP32_SERIAL, "--total-frames", "3000000"], CARTPOLE_ARMS,
                      [35, 36, 37, 38, 39], ["fixed-200", "measured-from-50", "measured-from-200", "measured-from-800"]),
     "minatar-breakout": Game("minatar-breakout", ["5", "8", "11", "14"], [*FP32_SERIAL, "--total-frames", "4000000"],
                              BREAKOUT_ARMS, [40, 41, 42, 43, 44], BREAKOUT_DEFAULT_ARMS),
@@ -88,20 +93,19 @@ GAMES = {
                             ASTERIX_ARMS, [10, 11, 12], list(ASTERIX_ARMS)),
 }
 # pbt_against_controller.py runs CartPole's arms.
-COMMON = [*GAMES["cartpole"].common, "--goals", *GAMES["cartpole"].goals, "--stop-return", GAMES["cartpole"].goals[-1]]
+COMMON = GAMES["cartpole"].flags
 ARMS = CARTPOLE_ARMS
 
 
 def run_study(game: Game, out: Path, seeds: list[int], arms: list[str]) -> None:
     """Every (seed, arm) run not yet finished, one at a time; one line per run with its measurements."""
-    common = [*game.common, "--goals", *game.goals, "--stop-return", game.goals[-1]]
     for seed in seeds:
         for arm in arms:
             run_dir = out / arm / f"s{seed}"
             summary = run_dir / "summary.json"
             if summary.is_file() and json.loads(summary.read_text()).get("finished"):
                 continue
-            cmd = [sys.executable, "-m", "rlscale.train", game.preset, *common, *game.arms[arm], "--seed", str(seed),
+            cmd = [sys.executable, "-m", "rlscale.train", game.preset, *game.flags, *game.arms[arm], "--seed", str(seed),
                    "--run-dir", str(run_dir)]
             if (run_dir / "checkpoints").is_dir():
                 cmd = [sys.executable, "-m", "rlscale.train", "--resume", str(run_dir)]
