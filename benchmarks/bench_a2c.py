@@ -34,9 +34,10 @@ doing less work per step.
 ``--bound`` asks how fast an update whose phases take turns (the actors
 collect, then the learner learns: no policy lag) can be here at all: one
 actor's share of the rollout stepped in this process (no Ray: no weights
-broadcast, no batch transfer), plus the learner's update on a whole batch
-(2 threads; measurement off and on), against the lean loop and the A2C
-defaults measured in the same run. The default engine's distance to that
+broadcast, no batch transfer), plus the run's own learner updating alone on
+a batch its actors collected (``bench.Bound``; the noise scale measured, as
+by default, and not), against the lean loop and the runs it bounds, each
+timed in the same run. The default engine's distance to that
 bound is its overhead; a target above the bound is out of reach of any
 overhead cut.
 
@@ -48,23 +49,16 @@ the other in this run; the ratios are the numbers to read (the machine is noisy)
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 from pathlib import Path
 
 import torch
 from bench import rlscale_default
-from bench_noise import pong_batch
-from benchtiming import Rate, interleaved_medians, timed
+from benchtiming import Rate, timed
 from lean import lean_a2c, random_pong
 
-from rlscale.agents.a2c import A2CLearner
 from rlscale.config import build_config
 from rlscale.distributed.ray_pool import RayPool
-from rlscale.envs.vector import probe_spec
-from rlscale.models.nets import build_network
-from rlscale.models.precision import choose_precision
-from rlscale.rollout.worker import RolloutWorker, flat_weights
 from rlscale.training.engine import NativeEngine
 
 
@@ -121,46 +115,19 @@ def parts_scan(envs: list[int], seconds: float) -> None:
                       f"{rate / noise_off:6.2f}x noise off", flush=True)
 
 
-def phases_bound(n_envs: int, seconds: float, repeats: int = 40) -> None:
-    """The fastest A2C update with its phases in turn on this machine, against the lean loop and the defaults."""
-    cfg = build_config("pong", "a2c", {"n_envs": n_envs, "warmup_max_steps": 0})
-    spec = probe_spec(cfg.env)
-    share = n_envs // cfg.run.n_actors  # one actor's environments: the actors step in parallel
-    threads = torch.get_num_threads()
-    worker = RolloutWorker(cfg, spec, 0, 1, share)  # one torch thread, as in an actor process
-    size = cfg.env.vector_size
-    for i in range(share // size):
-        worker.add_vector_env(list(range(i * size, (i + 1) * size)), i)
-    weights = flat_weights(worker.policy)
-    rollout = 1e3 * interleaved_medians({"rollout": lambda: worker.rollout(weights, cfg.agent.n_steps)},
-                                        repeats)["rollout"]
-    worker.close()
-    torch.set_num_threads(threads)
-    batch, _ = pong_batch(n_envs)
-    model = build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden)
-    precision = choose_precision(model, torch.from_numpy(batch.obs.reshape(-1, *spec.obs_shape))).precision
-    learner_ms = {}
-    for measure in (False, True):
-        torch.manual_seed(0)
-        learner = A2CLearner(build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden),
-                             build_config("pong", "a2c", {"n_envs": n_envs, "measure_noise": measure,
-                                                         "measure_curvature": False,
-                                                         "learner_precision": precision}))
-        learner_ms[measure] = 1e3 * interleaved_medians({"update": functools.partial(learner.update, batch)},
-                                                        repeats)["update"]
+def phases_bound(n_envs: int, seconds: float, repeats: int = 100) -> None:
+    """The fastest A2C update with its phases in turn on this machine (``bench.Bound``), with the noise
+    scale measured (the defaults) and not, against the lean loop and the runs it bounds."""
     lean = lean_a2c(n_envs, seconds).steps_per_s
-    default = rlscale_default("a2c", seconds, n_envs)[0].steps_per_s
-    steps = n_envs * cfg.agent.n_steps
-    print(f"Pong A2C, {n_envs} envs x {cfg.agent.n_steps} steps, {cfg.run.n_actors} actors, torch threads "
-          f"{threads}, learner {precision}, actors {worker.inference.precision}"
-          f"{' channels-last' if worker.inference.channels_last else ''}")
-    print(f"  one actor's rollout share ({share} envs), in this process: {rollout:.1f} ms")
-    print(f"  learner update, measurement off / on: {learner_ms[False]:.1f} / {learner_ms[True]:.1f} ms")
-    print(f"  lean single-process loop:          {lean:7,.0f} agent steps/s")
-    for measure, what in ((False, "noise off"), (True, "noise on")):
-        bound = steps / (rollout + learner_ms[measure]) * 1e3
-        print(f"  bound, phases in turn, {what:9s}: {bound:7,.0f} agent steps/s = {bound / lean:.2f}x lean")
-    print(f"  A2C defaults (Ray actors):         {default:7,.0f} agent steps/s = {default / lean:.2f}x lean")
+    print(f"Pong A2C, {n_envs} envs; the lean single-process loop: {lean:7,.0f} agent steps/s", flush=True)
+    for what, overrides in (("noise on (the defaults)", {}), ("noise off", {"measure_noise": False})):
+        rate, _, _, schedule, bound = rlscale_default("a2c", seconds, n_envs, overrides, repeats)
+        print(f"  {what}: {schedule}", flush=True)
+        print(f"    bound, phases in turn: one actor's share {1e3 * bound.rollout:.1f} ms + the learner "
+              f"{1e3 * bound.learner:.1f} ms -> {bound.steps_per_s:7,.0f} agent steps/s = "
+              f"{bound.steps_per_s / lean:.2f}x lean", flush=True)
+        print(f"    the run (Ray actors):  {rate.steps_per_s:7,.0f} agent steps/s = {rate.steps_per_s / lean:.2f}x "
+              f"lean, {rate.steps_per_s / bound.steps_per_s:.2f}x its bound", flush=True)
 
 
 def main() -> None:

@@ -194,6 +194,35 @@ def test_atari_batch_layout_serial():
         pool.close()
 
 
+def test_vector_envs_stepped_at_once_give_the_batch_they_give_one_after_the_other():
+    """The serial pool sends every vector env its actions before it receives from any (each emulates on a
+    thread of its own): the same seeds and weights give the same batch, bit for bit, episodes included."""
+    cfg = build_config("pong", "a2c", {"n_envs": 8, "warmup_max_steps": 30, "actor_precision": "fp32"})
+    spec, weights = weights_for(cfg)
+
+    def rollouts(at_once: bool) -> list[Batch]:
+        worker = RolloutWorker(cfg, spec, seed=3, inference_rows=8, vectors_at_once=at_once)
+        try:
+            worker.add_vector_env(list(range(4)), seed=11)
+            worker.add_vector_env(list(range(4, 8)), seed=12)
+            return [worker.rollout(weights, 64) for _ in range(4)]
+        finally:
+            worker.close()
+
+    at_once, in_turn = rollouts(True), rollouts(False)
+    pool = SerialPool(cfg, spec)
+    try:
+        assert pool.worker.vectors_at_once  # the pool that owns every core steps them at once
+    finally:
+        pool.close()
+    for a, b in zip(at_once, in_turn, strict=True):
+        for name in ("obs", "actions", "rewards", "terminated", "truncated", "values", "logprobs",
+                     "bootstrap_values"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+        assert a.episodes == b.episodes
+    assert any(b.rewards.any() for b in in_turn)  # points were scored: the games moved
+
+
 @pytest.mark.timeout(120)
 def test_atari_rewards_are_clipped_for_the_learner_and_returns_are_not():
     """Ms. Pac-Man pays 10 a pellet: with clipping the learner sees 1, the episode return keeps the 10s.

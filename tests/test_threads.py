@@ -36,6 +36,18 @@ def test_a_quiet_machine_looks_once_and_keeps_every_thread():
     assert counts.count(1) == governor.trial and counts[-1] == 2
 
 
+def test_during_a_trial_the_kept_count_is_the_one_the_trial_is_measured_against():
+    """What a benchmark reads as the run's choice: not the count a trial is trying."""
+    governor = ThreadGovernor(2)
+    counts, notes = drive(governor, QUIET.get, 500)
+    first_trial = counts.index(1)
+    governor = ThreadGovernor(2)
+    drive(governor, QUIET.get, first_trial + 1)  # stopped on the trial's first update
+    assert governor.threads == 1 and governor.kept == 2
+    drive(governor, QUIET.get, governor.trial, start=2.0 * (first_trial + 1))  # the trial ends: back to 2
+    assert governor.threads == 2 and governor.kept == 2
+
+
 def test_a_run_started_beside_a_busy_process_finds_one_thread_faster():
     """It never sees its quiet speed (the default Pong run so started stayed at 0.32x quiet)."""
     governor = ThreadGovernor(2)

@@ -104,7 +104,9 @@ class VectorEnv:
         self.twin = None
         if render and cfg.warmup_max_steps:
             raise ValueError("rendering needs warmup_max_steps = 0 (the twin env replays actions only)")
-        if cfg.env_id.startswith("ALE/"):
+        self.sent: np.ndarray | None = None  # the actions of a step sent and not yet received
+        self.native = cfg.env_id.startswith("ALE/")  # ALE's own vector env, which steps on its own thread
+        if self.native:
             self.vec = _atari_vector(cfg, self.n)
             if render:
                 # The native vector env cannot render. A second emulator with the same
@@ -167,7 +169,22 @@ class VectorEnv:
         return self.vec.render()[index]
 
     def step(self, actions: np.ndarray) -> Step:
-        obs, reward, terminated, truncated, info = self.vec.step(actions)
+        self.send(actions)
+        return self.receive()
+
+    def send(self, actions: np.ndarray) -> None:
+        """Start a step with ``actions``; ``receive`` finishes it. ALE's vector env steps on a thread of its
+        own, so a process that sends to several before it receives from any steps them at once."""
+        if self.native:
+            self.vec.send(actions)
+        self.sent = actions
+
+    def receive(self) -> Step:
+        """The step ``send`` started."""
+        actions, self.sent = self.sent, None
+        if actions is None:
+            raise RuntimeError("receive without a send")
+        obs, reward, terminated, truncated, info = self.vec.recv() if self.native else self.vec.step(actions)
         if self.twin is not None:
             self.twin_obs = self.twin.step(actions)[0]
         reward = np.asarray(reward, dtype=np.float64)

@@ -150,9 +150,12 @@ class RolloutWorker:
     """
 
     def __init__(self, cfg: Config, spec: EnvSpec, seed: int, torch_threads: int | None = None,
-                 inference_rows: int = 1) -> None:
+                 inference_rows: int = 1, vectors_at_once: bool = False) -> None:
         if torch_threads:  # an actor process: one core per worker; the learner has its own
             torch.set_num_threads(torch_threads)
+        # Step the vector envs at once, each on its own emulator thread (one process with every core), or
+        # one after the other (an actor of one core, whose other cores are the other actors').
+        self.vectors_at_once = vectors_at_once
         self.cfg = cfg
         self.spec = spec
         self.vector_envs: list[VectorEnv] = []
@@ -254,8 +257,12 @@ class RolloutWorker:
         for t in range(n_steps if n else 0):  # a worker whose envs are all starting returns no columns
             obs_buf[t] = obs
             actions[t], logprobs[t], values[t] = self._act(obs)
-            for venv, lo, hi in zip(self.vector_envs, bounds[:-1], bounds[1:], strict=True):
-                step = venv.step(actions[t, lo:hi])
+            spans = list(zip(self.vector_envs, bounds[:-1], bounds[1:], strict=True))
+            if self.vectors_at_once:  # every vector env steps on its own thread, all at once
+                for venv, lo, hi in spans:
+                    venv.send(actions[t, lo:hi])
+            for venv, lo, hi in spans:
+                step = venv.receive() if self.vectors_at_once else venv.step(actions[t, lo:hi])
                 rewards[t, lo:hi] = step.reward
                 terminated[t, lo:hi] = step.terminated
                 truncated[t, lo:hi] = step.truncated
@@ -456,7 +463,7 @@ class SerialPool(Pool):
 
     def __init__(self, cfg: Config, spec: EnvSpec) -> None:
         super().__init__(cfg, 1)
-        self.worker = RolloutWorker(cfg, spec, seed=cfg.run.seed, inference_rows=cfg.env.n_envs)
+        self.worker = RolloutWorker(cfg, spec, seed=cfg.run.seed, inference_rows=cfg.env.n_envs, vectors_at_once=True)
         self.resize(cfg.env.n_envs)
 
     def _apply(self, adds, removes, background) -> int:

@@ -76,6 +76,12 @@ class ThreadGovernor:
         self._recent = deque(maxlen=self.window)
         self._wait = self.retry_seconds
 
+    @property
+    def kept(self) -> int:
+        """The count the governor keeps: the one in use, or, during a trial, the one the trial is measured
+        against (which it goes back to unless the trial wins)."""
+        return self.threads if self._trial_from is None else self._trial_from[0]
+
     def observe(self, seconds: float, steps: int, now: float) -> tuple[int, str] | None:
         """One update's learner time for ``steps`` agent steps, at ``now`` (seconds, monotonic).
 
