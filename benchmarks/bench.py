@@ -20,11 +20,11 @@
    lean single-process PPO, and the A2C defaults at 16 envs against the
    lean A2C; then all four again beside one busy process (a one-core Python
    loop, started before each row so that its start-up sees the load).
-   After each quiet rlscale row, its **lag-free bound** (``Bound``): one
+   After each quiet rlscale row, its **schedule's bound** (``Bound``): one
    actor's share of the rollout stepped in this process, no Ray, plus the
    run's own learner updating alone on a batch its actors collected: how
-   fast collect-then-learn can go here, which the issue's goals fall back
-   to where 0.8x of the ceiling is out of reach (``--no-bound`` leaves it out).
+   fast the default collect-then-learn schedule could go here with nothing
+   lost (``--no-bound`` leaves it out).
 3. **Small learners** (``--small-frames``): serial CartPole (an MLP) and
    MinAtar Breakout (a small CNN) runs with rlscale's choice of learner
    threads, quiet and beside the busy process: training seconds and
@@ -56,7 +56,7 @@ import os
 import platform
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -75,7 +75,7 @@ from rlscale.models.precision import (
     inference_model,
     network_forward,
 )
-from rlscale.rollout.worker import RolloutWorker, flat_weights, sample_actions
+from rlscale.rollout.worker import RolloutWorker, sample_actions
 from rlscale.training.engine import NativeEngine
 
 
@@ -245,24 +245,29 @@ def schedule_of(engine: NativeEngine) -> str:
 
 @dataclass(frozen=True)
 class Bound:
-    """The fastest update without policy lag on this machine: the actors collect, then the learner learns,
-    with nothing lost between or around the phases.
+    """How fast the default schedule (Ray actors collect, then the learner learns: no policy lag) could
+    go here with nothing lost between or around its phases, and the row's own phases to set beside it.
 
-    The rollout phase can end no sooner than one actor steps its share of the environments (the actors
-    step theirs at once, one core each: two copies side by side took what one alone took, 25.0 against
-    24.3 ms for A2C's, 2026-11-29), and the learner phase no sooner than the run's own learner updates
-    on a batch alone. Both are timed in this process: the share by a rollout worker of one thread, as in
-    an actor process, without Ray (no weights out, no batch back); the learner is the engine's own, with
-    its precision, compiled passes, noise measurement and the threads its governor left, on a batch the
-    engine collected. Means, not medians: the run's rate holds its periodic measurements too (A2C's
-    policy/value split every 4th update, B_P and B_noise every 100th batch), and the mean of 100 A2C
-    updates holds them as often (PPO's 8 updates leave out the 100th batch's: ~1 % of its time).
-    Where the issue's 0.8x of the ceiling is out of reach, the row is held to this.
+    Not the fastest lag-free schedule there is: on one 2-core machine A2C's serial pool, its vector
+    envs stepped at once, beat this bound (docs/performance.md). The rollout phase can end no sooner
+    than one actor steps its share of the environments (the actors step theirs at once, one core each:
+    two copies side by side took what one alone took, 25.0 against 24.3 ms for A2C's, 2026-11-29), and
+    the learner phase no sooner than the run's own learner updates on a batch alone. Both are timed in
+    this process: the share by a rollout worker of one thread with the inference the run's first actor
+    chose and the learner's weights, as in an actor process, without Ray (no weights out, no batch
+    back); the learner is the engine's own, with its precision, compiled passes, noise measurement and
+    the thread count its governor keeps, on a batch the engine collected. Means, not medians, on both
+    sides: the run's rate holds its periodic measurements (A2C's policy/value split every 4th update,
+    B_P and B_noise every 100th batch), and 100 A2C updates hold them as often; 8 PPO updates hold the
+    100th batch's only if the row's updates end within 8 of one (~12 % of that mean; the rows of 45 s
+    run ~30).
     """
 
     agent_steps: int  # per update
     rollout: float  # mean seconds of one actor's share of the rollout, in this process
     learner: float  # mean seconds of the engine's learner update on one of its batches, alone
+    row_rollout: float  # the row's own mean seconds of each phase, for comparison
+    row_learner: float
 
     @property
     def steps_per_s(self) -> float:
@@ -278,33 +283,43 @@ def mean_seconds(call: Callable[[], object], repeats: int) -> float:
     return (time.perf_counter() - start) / repeats
 
 
-def phases_bound(engine: NativeEngine, repeats: int) -> Bound:
-    """``Bound`` for ``engine``'s configuration, timed after its rows (the learner's parameters move on)."""
+def phases_bound(engine: NativeEngine, repeats: int, row_phases: np.ndarray) -> Bound:
+    """``Bound`` for an engine of Ray actors, timed after its row (the learner's parameters move on);
+    ``row_phases``: the row's updates' (agent steps, rollout, acting, learner) seconds."""
     cfg = engine.cfg
+    if cfg.run.serial or cfg.run.overlap:
+        raise ValueError("the bound is the Ray actors' collect-then-learn schedule's")
     share = max(engine.pool.vector_envs_per_worker) * engine.pool.vector_size
     batch = engine.pool.collect(engine.learner.flat_weights())
+    inference = engine.pool.inference()[0]
+    actor_cfg = replace(cfg, run=replace(cfg.run, actor_precision=inference.precision,
+                                         actor_channels_last=inference.channels_last))
     threads = torch.get_num_threads()
-    # The governor's kept count: a row can end inside one of its trials (a quiet run tries one thread
-    # fewer once, ~20 s in, and goes back after three updates).
-    torch.set_num_threads(engine.threads.kept if engine.threads is not None else threads)
-    learner = mean_seconds(lambda: engine.learner.update(batch, cfg.agent.lr), repeats)
-    worker = RolloutWorker(cfg, probe_spec(cfg.env), cfg.run.seed, 1, share)  # one torch thread, as in an actor process
+    worker: RolloutWorker | None = None
     try:
-        for i in range(share // cfg.env.vector_size):
-            worker.add_vector_env(list(range(i * cfg.env.vector_size, (i + 1) * cfg.env.vector_size)), i)
-        weights = flat_weights(worker.policy)
+        # The governor's kept count: a row can end inside one of its trials (a quiet run tries one
+        # thread fewer once, ~20 s in, and goes back after three updates).
+        torch.set_num_threads(engine.threads.kept if engine.threads is not None else threads)
+        learner = mean_seconds(lambda: engine.learner.update(batch, cfg.agent.lr), repeats)
+        worker = RolloutWorker(actor_cfg, probe_spec(cfg.env), cfg.run.seed, 1, share)  # one thread, as an actor
+        size = cfg.env.vector_size
+        for i in range(share // size):
+            worker.add_vector_env(list(range(i * size, (i + 1) * size)), i)
+        weights = engine.learner.flat_weights()
         rollout = mean_seconds(lambda: worker.rollout(weights, cfg.agent.n_steps), repeats)
     finally:
-        worker.close()
+        if worker is not None:
+            worker.close()
         torch.set_num_threads(threads)
-    return Bound(batch.size, rollout, learner)
+    _, row_rollout, _, row_learner = row_phases.mean(axis=0)
+    return Bound(batch.size, rollout, learner, float(row_rollout), float(row_learner))
 
 
 def rlscale_default(algo: str, seconds: float, n_envs: int, overrides: dict | None = None,
                     bound_repeats: int = 0) -> tuple[Rate, str, Split, str, Bound | None]:
     """The default run's engine (``train pong`` / ``train pong --agent a2c``, with ``overrides``), updates back
     to back: its rate, the learner's precision, where its updates' time went, the schedule it chose and,
-    with ``bound_repeats``, its lag-free bound timed after the rows (``phases_bound``)."""
+    with ``bound_repeats``, its schedule's bound timed after the rows (``phases_bound``)."""
     cfg = build_config("pong", algo, {"n_envs": n_envs, "warmup_max_steps": 0, **(overrides or {})})
     engine = NativeEngine(cfg, n_envs)
     phases: list[tuple[int, float, float, float]] = []
@@ -320,7 +335,7 @@ def rlscale_default(algo: str, seconds: float, n_envs: int, overrides: dict | No
         rate = timed(update, seconds, warmup=warmup)
         steps, rollout, acting, learner = np.median(np.array(phases[warmup:]), axis=0)
         schedule = schedule_of(engine)
-        bound = phases_bound(engine, bound_repeats) if bound_repeats and not cfg.run.overlap else None
+        bound = phases_bound(engine, bound_repeats, np.array(phases[warmup:])) if bound_repeats else None
         return rate, engine.cfg.run.learner_precision, Split(int(steps), float(rollout), float(acting),
                                                              float(learner)), schedule, bound
     finally:
@@ -335,7 +350,7 @@ class Row:
     peer: str  # the lean row it is compared with ("" for a lean row)
     split: Split | None  # where an rlscale row's updates went (None for a lean row)
     schedule: str = ""  # what an rlscale row chose: actors, learner threads, precision, overlap
-    bound: Bound | None = None  # an rlscale quiet row's lag-free bound (phases_bound)
+    bound: Bound | None = None  # an rlscale quiet row's schedule's bound (phases_bound)
 
 
 def main() -> None:
@@ -346,7 +361,7 @@ def main() -> None:
     p.add_argument("--small-frames", type=int, default=20_000,
                    help="frames of each small-learner run (CartPole, MinAtar Breakout; 0 leaves them out)")
     p.add_argument("--no-bound", action="store_true",
-                   help="leave out the lag-free bound timed after each quiet rlscale row (~15 s each)")
+                   help="leave out the schedule's bound timed after each quiet rlscale row (~15 s each)")
     args = p.parse_args()
     print(f"CPU: {cpu_kind()}", flush=True)
     before = busy_cpu_seconds()
@@ -413,7 +428,7 @@ def main() -> None:
                 line += f"  (busy start-up took {busy.precision}, quiet {quiet.precision})"
         print(line)
     print_bounds(rows)
-    print("\nthe schedule each rlscale row chose (its header, the learner's threads at the end, overlap):")
+    print("\nthe schedule each rlscale row chose (its header, the learner's threads kept at the end, overlap):")
     for (key, busy), row in rows.items():
         if row.schedule:
             print(f"  {key} {'busy' if busy else 'quiet'}: {row.schedule}")
@@ -429,18 +444,19 @@ def main() -> None:
 
 
 def print_bounds(rows: dict[tuple[str, bool], Row]) -> None:
-    """Each quiet rlscale row against its lag-free bound (``Bound``): what Ray and the phases' hand-overs cost."""
+    """Each quiet rlscale row against its schedule's bound (``Bound``): what Ray and the hand-overs cost."""
     bounded = [row for (_, busy), row in rows.items() if not busy and row.bound is not None]
     if not bounded:
         return
-    print("\nthe lag-free bound: one actor's share of the rollout in this process, then the run's learner alone "
-          "(means, s per update)")
+    print("\nthe default schedule's bound (actors collect, then the learner learns, nothing lost): one actor's "
+          "share of the rollout in this process, then the run's learner alone; means, s per update")
     for row in bounded:
         b = row.bound
         lean = rows[row.peer, False].rate.steps_per_s
         print(f"  {row.what}: rollout share {b.rollout:.3f} + learner {b.learner:.3f} -> {b.steps_per_s:,.0f} "
               f"agent steps/s ({b.steps_per_s / lean:.2f}x lean); the row {row.rate.steps_per_s:,.0f} = "
-              f"{row.rate.steps_per_s / b.steps_per_s:.2f}x its bound")
+              f"{row.rate.steps_per_s / b.steps_per_s:.2f}x its bound (its own phases: rollout "
+              f"{b.row_rollout:.3f} + learner {b.row_learner:.3f})")
 
 
 def print_small_learners(small: SmallRows) -> None:

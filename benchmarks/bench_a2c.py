@@ -31,15 +31,15 @@ all processes) and the CPU milliseconds per agent step: speed is the one over
 the other, so a row beats the lean loop only by keeping more cores busy or by
 doing less work per step.
 
-``--bound`` asks how fast an update whose phases take turns (the actors
-collect, then the learner learns: no policy lag) can be here at all: one
+``--bound`` asks how fast the default schedule, whose phases take turns (the
+actors collect, then the learner learns: no policy lag), could be here: one
 actor's share of the rollout stepped in this process (no Ray: no weights
 broadcast, no batch transfer), plus the run's own learner updating alone on
 a batch its actors collected (``bench.Bound``; the noise scale measured, as
 by default, and not), against the lean loop and the runs it bounds, each
 timed in the same run. The default engine's distance to that
 bound is its overhead; a target above the bound is out of reach of any
-overhead cut.
+overhead cut of that schedule (the serial pool, another schedule, can beat it).
 
 Then peak resident memory (RSS) of the learner process and of each actor with
 16 and 256 environments. Every variant runs for the same wall time, one after
@@ -115,15 +115,16 @@ def parts_scan(envs: list[int], seconds: float) -> None:
                       f"{rate / noise_off:6.2f}x noise off", flush=True)
 
 
-def phases_bound(n_envs: int, seconds: float, repeats: int = 100) -> None:
-    """The fastest A2C update with its phases in turn on this machine (``bench.Bound``), with the noise
-    scale measured (the defaults) and not, against the lean loop and the runs it bounds."""
+def print_bound(n_envs: int, seconds: float, repeats: int = 100) -> None:
+    """How fast A2C's default schedule (Ray actors, phases in turn) could go here with nothing lost
+    (``bench.Bound``), with the noise scale measured (the defaults) and not, against the lean loop and the
+    runs it bounds."""
     lean = lean_a2c(n_envs, seconds).steps_per_s
     print(f"Pong A2C, {n_envs} envs; the lean single-process loop: {lean:7,.0f} agent steps/s", flush=True)
     for what, overrides in (("noise on (the defaults)", {}), ("noise off", {"measure_noise": False})):
         rate, _, _, schedule, bound = rlscale_default("a2c", seconds, n_envs, overrides, repeats)
         print(f"  {what}: {schedule}", flush=True)
-        print(f"    bound, phases in turn: one actor's share {1e3 * bound.rollout:.1f} ms + the learner "
+        print(f"    the schedule's bound: one actor's share {1e3 * bound.rollout:.1f} ms + the learner "
               f"{1e3 * bound.learner:.1f} ms -> {bound.steps_per_s:7,.0f} agent steps/s = "
               f"{bound.steps_per_s / lean:.2f}x lean", flush=True)
         print(f"    the run (Ray actors):  {rate.steps_per_s:7,.0f} agent steps/s = {rate.steps_per_s / lean:.2f}x "
@@ -144,7 +145,7 @@ def main() -> None:
     torch.set_num_threads(2)
     if args.bound:
         for n in args.envs:
-            phases_bound(n, args.seconds)
+            print_bound(n, args.seconds)
         return
     if args.parts_scan:
         parts_scan(args.envs, args.seconds)

@@ -235,8 +235,8 @@ class RunConfig:
                          f"~/rlscale-runs inside a Ray job, or ${RUNS_ROOT_VARIABLE})")
     backend: str = opt("native", "training engine: native (rlscale's Ray actor pool) or rllib "
                        "(RLlib PPO; needs pip install 'rlscale[rllib]')", ("native", "rllib"))
-    serial: bool = opt(False, "step environments in this process, no Ray actors: debugging, and on one "
-                              "small machine A2C's fastest schedule (docs/performance.md)")
+    serial: bool = opt(False, "step environments in this process, no Ray actors: debugging, and the faster "
+                              "schedule for Pong A2C measured on a 2-core EPYC (docs/performance.md)")
     address: str = opt("", "Ray cluster to join: auto or HOST:PORT (default: $RAY_ADDRESS, which Ray "
                             "sets in a Ray job; else a Ray of the run's own)")
     n_actors: int = opt(2, "Ray rollout actors (a fixed set; see --envs-per-actor)")

@@ -223,6 +223,27 @@ def test_vector_envs_stepped_at_once_give_the_batch_they_give_one_after_the_othe
     assert any(b.rewards.any() for b in in_turn)  # points were scored: the games moved
 
 
+def test_a_step_in_flight_is_received_once_or_abandoned_never_answered_out_of_line():
+    """ALE queues a second send and answers it with the first step's results: a send while a step is in flight
+    is refused, and a step abandoned after an error is received and dropped, so the envs stay in line."""
+    cfg = build_config("pong", "a2c", {"n_envs": 4, "warmup_max_steps": 0})
+    a, b = VectorEnv(cfg.env, [0, 1, 2, 3], seed=5), VectorEnv(cfg.env, [0, 1, 2, 3], seed=5)
+    try:
+        actions = np.array([2, 3, 2, 3])
+        with pytest.raises(RuntimeError, match="receive without a send"):
+            a.receive()
+        a.send(actions)
+        with pytest.raises(RuntimeError, match="in flight"):
+            a.send(actions)
+        a.abandon()  # as after an error: the step is taken and its results dropped
+        b.step(actions)
+        for _ in range(30):
+            np.testing.assert_array_equal(a.step(actions).obs, b.step(actions).obs)
+    finally:
+        a.close()
+        b.close()
+
+
 @pytest.mark.timeout(120)
 def test_atari_rewards_are_clipped_for_the_learner_and_returns_are_not():
     """Ms. Pac-Man pays 10 a pellet: with clipping the learner sees 1, the episode return keeps the 10s.

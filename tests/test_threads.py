@@ -42,7 +42,7 @@ def test_during_a_trial_the_kept_count_is_the_one_the_trial_is_measured_against(
     counts, notes = drive(governor, QUIET.get, 500)
     first_trial = counts.index(1)
     governor = ThreadGovernor(2)
-    drive(governor, QUIET.get, first_trial + 1)  # stopped on the trial's first update
+    drive(governor, QUIET.get, first_trial + 1)  # stopped right after the update that began the trial
     assert governor.threads == 1 and governor.kept == 2
     drive(governor, QUIET.get, governor.trial, start=2.0 * (first_trial + 1))  # the trial ends: back to 2
     assert governor.threads == 2 and governor.kept == 2

@@ -174,17 +174,21 @@ class VectorEnv:
 
     def send(self, actions: np.ndarray) -> None:
         """Start a step with ``actions``; ``receive`` finishes it. ALE's vector env steps on a thread of its
-        own, so a process that sends to several before it receives from any steps them at once."""
+        own, so a process that sends to several before it receives from any steps them at once (a
+        gymnasium vector env steps in ``receive``)."""
+        if self.sent is not None:
+            # ALE would queue the second step and hand back the first's results: one step out of line.
+            raise RuntimeError("send while a step is in flight: receive it first")
         if self.native:
             self.vec.send(actions)
-        self.sent = actions
+        self.sent = np.array(actions, copy=True)  # the caller may reuse its buffer before receive
 
     def receive(self) -> Step:
         """The step ``send`` started."""
-        actions, self.sent = self.sent, None
-        if actions is None:
+        if self.sent is None:
             raise RuntimeError("receive without a send")
-        obs, reward, terminated, truncated, info = self.vec.recv() if self.native else self.vec.step(actions)
+        obs, reward, terminated, truncated, info = self.vec.recv() if self.native else self.vec.step(self.sent)
+        actions, self.sent = self.sent, None
         if self.twin is not None:
             self.twin_obs = self.twin.step(actions)[0]
         reward = np.asarray(reward, dtype=np.float64)
@@ -207,6 +211,16 @@ class VectorEnv:
         return Step(obs, learner_reward.astype(np.float32), terminated.astype(bool),
                     truncated.astype(bool), final_obs, episodes)
 
+    def abandon(self) -> None:
+        """Receive and drop a step still in flight (after an error between a send and its receive), so that
+        the next send is not answered with this step's results."""
+        if self.sent is not None:
+            try:
+                if self.native:
+                    self.vec.recv()
+            finally:
+                self.sent = None
+
     def close(self) -> None:
         self.vec.close()
         if self.twin is not None:
@@ -218,7 +232,9 @@ def _atari_vector(cfg: EnvConfig, n: int, **image: int | bool):
 
     return AtariVectorEnv(
         _ale_game(cfg.env_id), n,
-        num_threads=1,  # the actor process is the unit of parallelism
+        # One emulator thread each: an actor steps its vector envs one after the other on its core;
+        # the serial pool steps its several at once (RolloutWorker.vectors_at_once).
+        num_threads=1,
         frameskip=cfg.frame_skip, noop_max=cfg.noop_max,
         repeat_action_probability=cfg.sticky_actions,
         max_num_frames_per_episode=cfg.max_episode_frames,

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from rlscale.config import Config
-from rlscale.envs.vector import EnvSpec, Episode, VectorEnv, sample_observations
+from rlscale.envs.vector import EnvSpec, Episode, Step, VectorEnv, sample_observations
 from rlscale.models.nets import build_network
 from rlscale.models.precision import (
     InferenceChoice,
@@ -153,8 +153,9 @@ class RolloutWorker:
                  inference_rows: int = 1, vectors_at_once: bool = False) -> None:
         if torch_threads:  # an actor process: one core per worker; the learner has its own
             torch.set_num_threads(torch_threads)
-        # Step the vector envs at once, each on its own emulator thread (one process with every core), or
-        # one after the other (an actor of one core, whose other cores are the other actors').
+        # Step ALE's vector envs at once, each on its own emulator thread (one process with every core), or
+        # one after the other (an actor of one core, whose other cores are the other actors'). Gymnasium's
+        # vector envs step in this thread either way.
         self.vectors_at_once = vectors_at_once
         self.cfg = cfg
         self.spec = spec
@@ -236,6 +237,20 @@ class RolloutWorker:
         action, log_prob = sample_actions(logits, self.generator)
         return action.numpy(), log_prob.numpy(), value.numpy()
 
+    def _step_all(self, spans: list[tuple[VectorEnv, int, int]], actions: np.ndarray) -> list[Step]:
+        """One step of every vector env: ALE's all sent before any is received where ``vectors_at_once``
+        (each emulates on its own thread), else one after the other."""
+        if not self.vectors_at_once:
+            return [venv.step(actions[lo:hi]) for venv, lo, hi in spans]
+        try:
+            for venv, lo, hi in spans:
+                venv.send(actions[lo:hi])
+            return [venv.receive() for venv, _, _ in spans]
+        except BaseException:
+            for venv, _, _ in spans:
+                venv.abandon()
+            raise
+
     @torch.no_grad()
     def rollout(self, weights: np.ndarray, n_steps: int) -> Batch:
         start = time.perf_counter()
@@ -254,15 +269,11 @@ class RolloutWorker:
         episodes: list[Episode] = []
         bounds = np.cumsum([0] + [v.n for v in self.vector_envs])
         obs = np.concatenate([v.obs for v in self.vector_envs]) if n else obs_buf[0]
+        spans = list(zip(self.vector_envs, bounds[:-1], bounds[1:], strict=True))
         for t in range(n_steps if n else 0):  # a worker whose envs are all starting returns no columns
             obs_buf[t] = obs
             actions[t], logprobs[t], values[t] = self._act(obs)
-            spans = list(zip(self.vector_envs, bounds[:-1], bounds[1:], strict=True))
-            if self.vectors_at_once:  # every vector env steps on its own thread, all at once
-                for venv, lo, hi in spans:
-                    venv.send(actions[t, lo:hi])
-            for venv, lo, hi in spans:
-                step = venv.receive() if self.vectors_at_once else venv.step(actions[t, lo:hi])
+            for (_, lo, hi), step in zip(spans, self._step_all(spans, actions[t]), strict=True):
                 rewards[t, lo:hi] = step.reward
                 terminated[t, lo:hi] = step.terminated
                 truncated[t, lo:hi] = step.truncated
