@@ -249,7 +249,7 @@ class Bound:
     go here with nothing lost between or around its phases, and the row's own phases to set beside it.
 
     Not the fastest lag-free schedule there is: on one 2-core machine A2C's serial pool, its vector
-    envs stepped at once, beat this bound (docs/performance.md). The rollout phase can end no sooner
+    envs stepped at once, came within ~10 % of this bound (docs/performance.md). The rollout phase can end no sooner
     than one actor steps its share of the environments (the actors step theirs at once, one core each:
     two copies side by side took what one alone took, 25.0 against 24.3 ms for A2C's, 2026-11-29), and
     the learner phase no sooner than the run's own learner updates on a batch alone. Both are timed in

@@ -140,7 +140,7 @@ def main() -> None:
                    help="only: lean loop, noise off, and noise on with the policy/value split every 4, 16 "
                         "and never (2 actors, fp32), twice over")
     p.add_argument("--bound", action="store_true",
-                   help="only: the fastest update with phases in turn (no Ray overhead) against the lean loop")
+                   help="only: the default schedule's bound (phases in turn, nothing lost) against the lean loop")
     args = p.parse_args()
     torch.set_num_threads(2)
     if args.bound:

@@ -223,25 +223,48 @@ def test_vector_envs_stepped_at_once_give_the_batch_they_give_one_after_the_othe
     assert any(b.rewards.any() for b in in_turn)  # points were scored: the games moved
 
 
-def test_a_step_in_flight_is_received_once_or_abandoned_never_answered_out_of_line():
+def test_a_step_in_flight_is_never_answered_out_of_line():
     """ALE queues a second send and answers it with the first step's results: a send while a step is in flight
-    is refused, and a step abandoned after an error is received and dropped, so the envs stay in line."""
+    is refused, and an env that lost a step to an error steps no more."""
     cfg = build_config("pong", "a2c", {"n_envs": 4, "warmup_max_steps": 0})
-    a, b = VectorEnv(cfg.env, [0, 1, 2, 3], seed=5), VectorEnv(cfg.env, [0, 1, 2, 3], seed=5)
+    env = VectorEnv(cfg.env, [0, 1, 2, 3], seed=5)
     try:
         actions = np.array([2, 3, 2, 3])
         with pytest.raises(RuntimeError, match="receive without a send"):
-            a.receive()
-        a.send(actions)
+            env.receive()
+        env.send(actions)
         with pytest.raises(RuntimeError, match="in flight"):
-            a.send(actions)
-        a.abandon()  # as after an error: the step is taken and its results dropped
-        b.step(actions)
-        for _ in range(30):
-            np.testing.assert_array_equal(a.step(actions).obs, b.step(actions).obs)
+            env.send(actions)
+        env.abandon()  # as after an error: the step is taken off ALE's queue and dropped
+        with pytest.raises(RuntimeError, match="lost a step"):
+            env.send(actions)
     finally:
-        a.close()
-        b.close()
+        env.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_ctrl_c_as_a_step_is_received_stops_the_rollout_without_waiting_for_a_step_never_sent():
+    """A Ctrl-C acted on as ALE's recv returns raises after the step was taken: the rollout stops at once (a
+    second recv for the same step would wait forever), and its envs step no more."""
+    cfg = build_config("pong", "a2c", {"n_envs": 8, "warmup_max_steps": 0, "actor_precision": "fp32"})
+    spec, weights = weights_for(cfg)
+    worker = RolloutWorker(cfg, spec, seed=3, inference_rows=8, vectors_at_once=True)
+    try:
+        worker.add_vector_env(list(range(4)), seed=11)
+        worker.add_vector_env(list(range(4, 8)), seed=12)
+        first = worker.vector_envs[0]
+        real_recv = first.vec.recv
+
+        def interrupted_recv():
+            real_recv()
+            raise KeyboardInterrupt
+
+        first.vec.recv = interrupted_recv
+        with pytest.raises(KeyboardInterrupt):
+            worker.rollout(weights, 5)
+        assert all(v.broken and v.sent is None for v in worker.vector_envs)
+    finally:
+        worker.close()
 
 
 @pytest.mark.timeout(120)

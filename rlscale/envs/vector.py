@@ -105,6 +105,7 @@ class VectorEnv:
         if render and cfg.warmup_max_steps:
             raise ValueError("rendering needs warmup_max_steps = 0 (the twin env replays actions only)")
         self.sent: np.ndarray | None = None  # the actions of a step sent and not yet received
+        self.broken = False  # a step was lost to an error: the env is out of line with its bookkeeping
         self.native = cfg.env_id.startswith("ALE/")  # ALE's own vector env, which steps on its own thread
         if self.native:
             self.vec = _atari_vector(cfg, self.n)
@@ -176,19 +177,26 @@ class VectorEnv:
         """Start a step with ``actions``; ``receive`` finishes it. ALE's vector env steps on a thread of its
         own, so a process that sends to several before it receives from any steps them at once (a
         gymnasium vector env steps in ``receive``)."""
+        if self.broken:
+            raise RuntimeError("this vector env lost a step to an error and cannot step on")
         if self.sent is not None:
             # ALE would queue the second step and hand back the first's results: one step out of line.
             raise RuntimeError("send while a step is in flight: receive it first")
+        actions = np.array(actions, copy=True)  # the caller may reuse its buffer before receive
+        self.broken = True  # until ALE has taken the step: an error in between leaves it unknown
         if self.native:
             self.vec.send(actions)
-        self.sent = np.array(actions, copy=True)  # the caller may reuse its buffer before receive
+        self.sent, self.broken = actions, False
 
     def receive(self) -> Step:
         """The step ``send`` started."""
         if self.sent is None:
             raise RuntimeError("receive without a send")
-        obs, reward, terminated, truncated, info = self.vec.recv() if self.native else self.vec.step(self.sent)
-        actions, self.sent = self.sent, None
+        # ALE's recv is called once per step, never again: a second call would wait for a step never sent.
+        # Until its results are in hand an error (a Ctrl-C as it returns) leaves the env out of line: broken.
+        actions, self.sent, self.broken = self.sent, None, True
+        obs, reward, terminated, truncated, info = self.vec.recv() if self.native else self.vec.step(actions)
+        self.broken = False
         if self.twin is not None:
             self.twin_obs = self.twin.step(actions)[0]
         reward = np.asarray(reward, dtype=np.float64)
@@ -212,14 +220,11 @@ class VectorEnv:
                     truncated.astype(bool), final_obs, episodes)
 
     def abandon(self) -> None:
-        """Receive and drop a step still in flight (after an error between a send and its receive), so that
-        the next send is not answered with this step's results."""
-        if self.sent is not None:
-            try:
-                if self.native:
-                    self.vec.recv()
-            finally:
-                self.sent = None
+        """After an error between a send and its receive: take a step sent and not yet received off ALE's
+        queue (its results dropped), and step no more (the episode bookkeeping has not seen the step)."""
+        sent, self.sent, self.broken = self.sent, None, True
+        if sent is not None and self.native:
+            self.vec.recv()
 
     def close(self) -> None:
         self.vec.close()

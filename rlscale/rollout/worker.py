@@ -16,6 +16,7 @@ update in which they finished, so none is lost or counted twice.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import warnings
@@ -247,8 +248,9 @@ class RolloutWorker:
                 venv.send(actions[lo:hi])
             return [venv.receive() for venv, _, _ in spans]
         except BaseException:
-            for venv, _, _ in spans:
-                venv.abandon()
+            for venv, _, _ in spans:  # every one, whatever one of them raises: the first error is the one
+                with contextlib.suppress(BaseException):
+                    venv.abandon()
             raise
 
     @torch.no_grad()
