@@ -23,8 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 #   anything. An allow-list, so a new module is a Ray module until it is added here.
 # * machine: they need the machine's Ray to themselves or time the machine: the autoscaling test's
 #   ``ray stop --force`` stops every Ray on the machine, the cluster tests start "the" cluster of this
-#   machine, the embedded-Ray tests run beside one, the precision test times passes. Beside Ray-free
-#   modules only.
+#   machine, the embedded-Ray tests run beside one. Beside Ray-free modules only.
+# * alone: they time the machine (the precision probe beside one busy process, as the product claims:
+#   beside the other worker's training too, it read bf16 at 0.91x fp32 where it reads ~1.65x, and chose
+#   fp32, in a fresh clone's CI run of 2026-11-30). Beside nothing; a few seconds of the other worker's.
 # * Ray: each starts an embedded Ray of its own (``address="local"``: never another's); beside
 #   Ray-free and other Ray modules. Starting Ray and its actors is mostly waiting (~8 s a run here,
 #   a third of the cores idle through a Ray module run alone), which a second module fills.
@@ -35,18 +37,24 @@ RAY_FREE_MODULES = frozenset({
     "test_plot", "test_study", "test_threads", "test_branch", "test_api", "test_critical",
     "test_tensorboard_docs", "test_measure", "test_side_by_side", "test_suite",
 })
-MACHINE_MODULES = frozenset({"test_autoscaling", "test_cluster", "test_embedded_ray", "test_precision"})
+MACHINE_MODULES = frozenset({"test_autoscaling", "test_cluster", "test_embedded_ray"})
+ALONE_MODULES = frozenset({"test_precision"})
 MACHINE_LOCK = Path(tempfile.gettempdir()) / f"rlscale-tests-machine-{os.getuid()}.lock"  # per user: CI runs as another
+ALONE_LOCK = Path(tempfile.gettempdir()) / f"rlscale-tests-alone-{os.getuid()}.lock"
 
 
 def module_kind(nodeid: str) -> str:
-    """"free", "machine" or "ray": what a test's module shares with tests on other workers."""
+    """"free", "machine", "alone" or "ray": what a test's module shares with tests on other workers."""
     stem = Path(nodeid.split("::", 1)[0]).stem
+    if stem in ALONE_MODULES:
+        return "alone"
     return "free" if stem in RAY_FREE_MODULES else "machine" if stem in MACHINE_MODULES else "ray"
 
 
 def may_run_beside(kind: str, others: set[str]) -> bool:
     """Whether a module of ``kind`` may start while modules of the kinds ``others`` run."""
+    if kind == "alone" or "alone" in others:
+        return not others if kind == "alone" else False
     if kind == "machine":
         return not others & {"machine", "ray"}
     if kind == "ray":
@@ -62,7 +70,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     # collections first, then the Ray-free ones that fill around them.
     from xdist.scheduler import LoadScopeScheduling
 
-    order = {"machine": 0, "ray": 1, "free": 2}
+    order = {"alone": 0, "machine": 1, "ray": 2, "free": 3}
 
     class ByKind(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
@@ -89,8 +97,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
 
 class MachineShare:
-    """A module's share of the machine across pytest-xdist workers: a machine module holds the lock file
-    exclusively, a Ray module shared, a Ray-free one not at all; taken before the module's first test,
+    """A module's share of the machine across pytest-xdist workers: an alone module holds both lock files
+    exclusively, a machine module the machine lock, a Ray module shares it, a Ray-free one skips it (and
+    every module but an alone one shares the alone lock); taken before the module's first test,
     given back after its last one's teardown (its module fixtures, its Ray among them, are gone by then).
     Writers wait their turn at a turnstile, so Ray modules arriving after a waiting machine module wait
     behind it. Outside pytest-timeout's clock (tryfirst: it wraps the timeout's own wrapper), so a wait
@@ -111,19 +120,28 @@ class MachineShare:
 
     def take(self, module: str) -> None:
         kind = module_kind(module)
-        if kind == "free":
-            return
-        lock = MACHINE_LOCK.open("a")
-        with Path(f"{MACHINE_LOCK}.turnstile").open("a") as turnstile:
-            fcntl.flock(turnstile, fcntl.LOCK_EX)
-            fcntl.flock(lock, fcntl.LOCK_EX if kind == "machine" else fcntl.LOCK_SH)
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
-        self.held = (module, lock)
+        # Every module shares the alone lock, which an alone module holds by itself; then machine and
+        # alone modules hold the machine lock by themselves, Ray modules share it, Ray-free ones skip it.
+        locks = [_locked(ALONE_LOCK, exclusive=kind == "alone")]
+        if kind != "free":
+            locks.append(_locked(MACHINE_LOCK, exclusive=kind in ("machine", "alone")))
+        self.held = (module, locks)
 
     def give_back(self) -> None:
         if self.held is not None:
-            self.held[1].close()  # closing the file gives the lock back
+            for lock in reversed(self.held[1]):
+                lock.close()  # closing the file gives the lock back
             self.held = None
+
+
+def _locked(path: Path, exclusive: bool) -> Any:
+    """``path`` opened and locked, after its turnstile: a waiting exclusive holder bars later shared ones."""
+    lock = path.open("a")
+    with Path(f"{path}.turnstile").open("a") as turnstile:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+    return lock
 
 
 def pytest_configure(config: pytest.Config) -> None:

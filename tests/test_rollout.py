@@ -242,7 +242,8 @@ def test_a_step_in_flight_is_never_answered_out_of_line():
         env.close()
 
 
-@pytest.mark.timeout(60)
+# A wait inside ALE's recv holds signals back, so the thread method: on a hang it ends the worker (red), not waits.
+@pytest.mark.timeout(60, method="thread")
 def test_a_ctrl_c_as_a_step_is_received_stops_the_rollout_without_waiting_for_a_step_never_sent():
     """A Ctrl-C acted on as ALE's recv returns raises after the step was taken: the rollout stops at once (a
     second recv for the same step would wait forever), and its envs step no more."""
