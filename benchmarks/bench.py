@@ -24,7 +24,9 @@
    actor's share of the rollout stepped in this process, no Ray, plus the
    run's own learner updating alone on a batch its actors collected: how
    fast the default collect-then-learn schedule could go here with nothing
-   lost (``--no-bound`` leaves it out).
+   lost (``--no-bound`` leaves it out). And the A2C row again with
+   ``--serial``: the environments in the learner's process, the other
+   lag-free schedule (``--no-serial`` leaves it out).
 3. **Small learners** (``--small-frames``): serial CartPole (an MLP) and
    MinAtar Breakout (a small CNN) runs with rlscale's choice of learner
    threads, quiet and beside the busy process: training seconds and
@@ -360,6 +362,8 @@ def main() -> None:
     p.add_argument("--no-busy", action="store_true", help="leave out the rows beside a busy process")
     p.add_argument("--small-frames", type=int, default=20_000,
                    help="frames of each small-learner run (CartPole, MinAtar Breakout; 0 leaves them out)")
+    p.add_argument("--no-serial", action="store_true",
+                   help="leave out the quiet A2C row with --serial (no Ray actors)")
     p.add_argument("--no-bound", action="store_true",
                    help="leave out the schedule's bound timed after each quiet rlscale row (~15 s each)")
     args = p.parse_args()
@@ -400,6 +404,13 @@ def main() -> None:
             print(f"  {key:12s} {'busy' if busy else 'quiet'}: {rate.steps_per_s:7,.0f} agent steps/s "
                   f"(learner {precision})", flush=True)
 
+    serial_a2c = None
+    if not args.no_serial:
+        # The other lag-free schedule: every environment in the learner's process, its vector envs stepped
+        # at once (faster than the actors for A2C on a 2-core EPYC, docs/performance.md); quiet only.
+        serial_a2c = rlscale_default("a2c", args.seconds, 16, {"serial": True})[0]
+        print(f"  rlscale A2C --serial quiet: {serial_a2c.steps_per_s:7,.0f} agent steps/s", flush=True)
+
     small = None
     if args.small_frames and not args.no_busy:
         print(f"small learners: serial runs of {args.small_frames:,} frames with rlscale's choice of threads, "
@@ -428,6 +439,11 @@ def main() -> None:
                 line += f"  (busy start-up took {busy.precision}, quiet {quiet.precision})"
         print(line)
     print_bounds(rows)
+    if serial_a2c is not None:
+        print(f"\nA2C with --serial (no Ray actors; every vector env stepped at once in the learner's process), quiet: "
+              f"{serial_a2c.steps_per_s:,.0f} agent steps/s = "
+              f"{serial_a2c.steps_per_s / rows['lean A2C', False].rate.steps_per_s:.2f}x lean, "
+              f"{serial_a2c.steps_per_s / rows['rlscale A2C', False].rate.steps_per_s:.2f}x the Ray actors' row")
     print("\nthe schedule each rlscale row chose (its header, the learner's threads kept at the end, overlap):")
     for (key, busy), row in rows.items():
         if row.schedule:
