@@ -292,7 +292,8 @@ def phases_bound(engine: NativeEngine, repeats: int, row_phases: np.ndarray) -> 
     if cfg.run.serial or cfg.run.overlap:
         raise ValueError("the bound is the Ray actors' collect-then-learn schedule's")
     share = max(engine.pool.vector_envs_per_worker) * engine.pool.vector_size
-    batch = engine.pool.collect(engine.learner.flat_weights())
+    weights = engine.learner.flat_weights()  # the actors' and the in-process share's (timing, not learning)
+    batch = engine.pool.collect(weights)
     inference = engine.pool.inference()[0]
     actor_cfg = replace(cfg, run=replace(cfg.run, actor_precision=inference.precision,
                                          actor_channels_last=inference.channels_last))
@@ -307,7 +308,6 @@ def phases_bound(engine: NativeEngine, repeats: int, row_phases: np.ndarray) -> 
         size = cfg.env.vector_size
         for i in range(share // size):
             worker.add_vector_env(list(range(i * size, (i + 1) * size)), i)
-        weights = engine.learner.flat_weights()
         rollout = mean_seconds(lambda: worker.rollout(weights, cfg.agent.n_steps), repeats)
     finally:
         if worker is not None:
@@ -335,9 +335,10 @@ def rlscale_default(algo: str, seconds: float, n_envs: int, overrides: dict | No
     try:
         warmup = 2
         rate = timed(update, seconds, warmup=warmup)
-        steps, rollout, acting, learner = np.median(np.array(phases[warmup:]), axis=0)
+        row_phases = np.array(phases[warmup:])
+        steps, rollout, acting, learner = np.median(row_phases, axis=0)
         schedule = schedule_of(engine)
-        bound = phases_bound(engine, bound_repeats, np.array(phases[warmup:])) if bound_repeats else None
+        bound = phases_bound(engine, bound_repeats, row_phases) if bound_repeats else None
         return rate, engine.cfg.run.learner_precision, Split(int(steps), float(rollout), float(acting),
                                                              float(learner)), schedule, bound
     finally:

@@ -53,8 +53,10 @@ def module_kind(nodeid: str) -> str:
 
 def may_run_beside(kind: str, others: set[str]) -> bool:
     """Whether a module of ``kind`` may start while modules of the kinds ``others`` run."""
-    if kind == "alone" or "alone" in others:
-        return not others if kind == "alone" else False
+    if kind == "alone":
+        return not others
+    if "alone" in others:
+        return False
     if kind == "machine":
         return not others & {"machine", "ray"}
     if kind == "ray":
