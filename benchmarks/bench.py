@@ -20,13 +20,15 @@
    lean single-process PPO, and the A2C defaults at 16 envs against the
    lean A2C; then all four again beside one busy process (a one-core Python
    loop, started before each row so that its start-up sees the load).
-   After each quiet rlscale row, its **schedule's bound** (``Bound``): one
-   actor's share of the rollout stepped in this process, no Ray, plus the
-   run's own learner updating alone on a batch its actors collected: how
-   fast the default collect-then-learn schedule could go here with nothing
-   lost (``--no-bound`` leaves it out). And the A2C row again with
-   ``--serial``: the environments in the learner's process, the other
-   lag-free schedule (``--no-serial`` leaves it out).
+   Each rlscale row's start-up chooses its pool (``--pool auto``: Ray
+   actors or the serial pool, whichever its updates ran faster with).
+   After each quiet rlscale row on Ray actors, its **schedule's bound**
+   (``Bound``): one actor's share of the rollout stepped in this process,
+   no Ray, plus the run's own learner updating alone on a batch its actors
+   collected: how fast the collect-then-learn schedule could go here with
+   nothing lost (``--no-bound`` leaves it out). And the A2C row again with
+   the pool its start-up did not choose, to check the choice
+   (``--no-other-pool`` leaves it out).
 3. **Small learners** (``--small-frames``): serial CartPole (an MLP) and
    MinAtar Breakout (a small CNN) runs with rlscale's choice of learner
    threads, quiet and beside the busy process: training seconds and
@@ -289,7 +291,7 @@ def phases_bound(engine: NativeEngine, repeats: int, row_phases: np.ndarray) -> 
     """``Bound`` for an engine of Ray actors, timed after its row (the learner's parameters move on);
     ``row_phases``: the row's updates' (agent steps, rollout, acting, learner) seconds."""
     cfg = engine.cfg
-    if cfg.run.serial or cfg.run.overlap:
+    if cfg.run.in_this_process or cfg.run.overlap:
         raise ValueError("the bound is the Ray actors' collect-then-learn schedule's")
     share = max(engine.pool.vector_envs_per_worker) * engine.pool.vector_size
     weights = engine.learner.flat_weights()  # the actors' and the in-process share's (timing, not learning)
@@ -338,7 +340,9 @@ def rlscale_default(algo: str, seconds: float, n_envs: int, overrides: dict | No
         row_phases = np.array(phases[warmup:])
         steps, rollout, acting, learner = np.median(row_phases, axis=0)
         schedule = schedule_of(engine)
-        bound = phases_bound(engine, bound_repeats, row_phases) if bound_repeats else None
+        # The bound is the actors' schedule's; a row whose start-up chose the serial pool has no Ray to lose.
+        timed_bound = bound_repeats and not engine.cfg.run.in_this_process
+        bound = phases_bound(engine, bound_repeats, row_phases) if timed_bound else None
         return rate, engine.cfg.run.learner_precision, Split(int(steps), float(rollout), float(acting),
                                                              float(learner)), schedule, bound
     finally:
@@ -363,10 +367,10 @@ def main() -> None:
     p.add_argument("--no-busy", action="store_true", help="leave out the rows beside a busy process")
     p.add_argument("--small-frames", type=int, default=20_000,
                    help="frames of each small-learner run (CartPole, MinAtar Breakout; 0 leaves them out)")
-    p.add_argument("--no-serial", action="store_true",
-                   help="leave out the quiet A2C row with --serial (no Ray actors)")
+    p.add_argument("--no-other-pool", action="store_true",
+                   help="leave out the quiet A2C row with the pool its start-up did not choose")
     p.add_argument("--no-bound", action="store_true",
-                   help="leave out the schedule's bound timed after each quiet rlscale row (~15 s each)")
+                   help="leave out the schedule's bound timed after each quiet rlscale row on Ray actors (~15 s each)")
     args = p.parse_args()
     print(f"CPU: {cpu_kind()}", flush=True)
     before = busy_cpu_seconds()
@@ -405,12 +409,13 @@ def main() -> None:
             print(f"  {key:12s} {'busy' if busy else 'quiet'}: {rate.steps_per_s:7,.0f} agent steps/s "
                   f"(learner {precision})", flush=True)
 
-    serial_a2c = None
-    if not args.no_serial:
-        # The other lag-free schedule: every environment in the learner's process, its vector envs stepped
-        # at once (faster than the actors for A2C on a 2-core EPYC, docs/performance.md); quiet only.
-        serial_a2c = rlscale_default("a2c", args.seconds, 16, {"serial": True})[0]
-        print(f"  rlscale A2C --serial quiet: {serial_a2c.steps_per_s:7,.0f} agent steps/s", flush=True)
+    other_a2c = None
+    if not args.no_other_pool:
+        # The pool the A2C row's start-up did not choose (--pool auto: the serial pool, its vector envs stepped
+        # at once in the learner's process, or Ray actors): whether the probe chose the faster; quiet only.
+        other = "actors" if rows["rlscale A2C", False].schedule.startswith("serial") else "serial"
+        other_a2c = other, rlscale_default("a2c", args.seconds, 16, {"pool": other})[0]
+        print(f"  rlscale A2C --pool {other} quiet: {other_a2c[1].steps_per_s:7,.0f} agent steps/s", flush=True)
 
     small = None
     if args.small_frames and not args.no_busy:
@@ -440,11 +445,11 @@ def main() -> None:
                 line += f"  (busy start-up took {busy.precision}, quiet {quiet.precision})"
         print(line)
     print_bounds(rows)
-    if serial_a2c is not None:
-        print(f"\nA2C with --serial (no Ray actors; every vector env stepped at once in the learner's process), quiet: "
-              f"{serial_a2c.steps_per_s:,.0f} agent steps/s = "
-              f"{serial_a2c.steps_per_s / rows['lean A2C', False].rate.steps_per_s:.2f}x lean, "
-              f"{serial_a2c.steps_per_s / rows['rlscale A2C', False].rate.steps_per_s:.2f}x the Ray actors' row")
+    if other_a2c is not None:
+        other, rate = other_a2c
+        print(f"\nA2C with the pool its start-up did not choose (--pool {other}), quiet: {rate.steps_per_s:,.0f} agent "
+              f"steps/s = {rate.steps_per_s / rows['lean A2C', False].rate.steps_per_s:.2f}x lean, "
+              f"{rate.steps_per_s / rows['rlscale A2C', False].rate.steps_per_s:.2f}x the row with the chosen pool")
     print("\nthe schedule each rlscale row chose (its header, the learner's threads kept at the end, overlap):")
     for (key, busy), row in rows.items():
         if row.schedule:

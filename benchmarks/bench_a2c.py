@@ -72,7 +72,7 @@ def rlscale_loop(n_envs: int, seconds: float, serial: bool = False, measure: boo
                  threads: int | None = 2, parts_every: int | None = None,
                  actors: str | None = "fp32") -> tuple[Rate, dict]:
     """The training loop's own engine (pool + learner), updates back to back; None: the preset's default."""
-    settings = {"serial": serial, "measure_noise": measure, "learner_precision": precision,
+    settings = {"pool": "serial" if serial else "actors", "measure_noise": measure, "learner_precision": precision,
                 "overlap": overlap, "n_actors": n_actors, "learner_threads": threads,
                 "noise_parts_every": parts_every, "actor_precision": actors}
     cfg = build_config("pong", "a2c", {"n_envs": n_envs, "warmup_max_steps": 0, "max_envs": max(256, n_envs),
@@ -121,7 +121,8 @@ def print_bound(n_envs: int, seconds: float, repeats: int = 100) -> None:
     runs it bounds."""
     lean = lean_a2c(n_envs, seconds).steps_per_s
     print(f"Pong A2C, {n_envs} envs; the lean single-process loop: {lean:7,.0f} agent steps/s", flush=True)
-    for what, overrides in (("noise on (the defaults)", {}), ("noise off", {"measure_noise": False})):
+    for what, overrides in (("noise on (the defaults)", {"pool": "actors"}),
+                            ("noise off", {"pool": "actors", "measure_noise": False})):
         rate, _, _, schedule, bound = rlscale_default("a2c", seconds, n_envs, overrides, repeats)
         print(f"  {what}: {schedule}", flush=True)
         print(f"    the schedule's bound: one actor's share {1e3 * bound.rollout:.1f} ms + the learner "

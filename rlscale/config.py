@@ -235,8 +235,12 @@ class RunConfig:
                          f"~/rlscale-runs inside a Ray job, or ${RUNS_ROOT_VARIABLE})")
     backend: str = opt("native", "training engine: native (rlscale's Ray actor pool) or rllib "
                        "(RLlib PPO; needs pip install 'rlscale[rllib]')", ("native", "rllib"))
-    serial: bool = opt(False, "step environments in this process, no Ray actors: debugging, and the faster "
-                              "schedule for Pong A2C measured on a 2-core EPYC (docs/performance.md)")
+    pool: str = opt("auto", "where the environments step: actors (Ray actors, --n-actors of them), serial (this "
+                    "process, no Ray), or auto: on one machine the faster of the two, timed at start-up on the "
+                    "run's own updates (rlscale/rollout/choice.py); Ray actors on a cluster, in a Ray already "
+                    "running (a sweep's trials), and with --envs-per-actor, --learners or --overlap",
+                    ("auto", "actors", "serial"))
+    serial: bool = opt(False, "the same as --pool serial: environments step in this process, no Ray actors")
     address: str = opt("", "Ray cluster to join: auto or HOST:PORT (default: $RAY_ADDRESS, which Ray "
                             "sets in a Ray job; else a Ray of the run's own)")
     n_actors: int = opt(2, "Ray rollout actors (a fixed set; see --envs-per-actor)")
@@ -286,6 +290,11 @@ class RunConfig:
     init_from: str = opt("", "start from another run's checkpoint (its run directory: the latest; or a ckpt-*.pt "
                          "file): its network and optimizer state, with this run's batch, learning rate and seed, "
                          "counters from zero (branching a run into batch sizes: docs/batch-control.md)")
+
+    @property
+    def in_this_process(self) -> bool:
+        """The environments step in this process, asked for by --pool serial or --serial."""
+        return self.serial or self.pool == "serial"
 
 
 SECTIONS: dict[str, type] = {
@@ -412,7 +421,10 @@ class Config:
             )
         if r.overlap and r.backend != "native":
             raise UserError("--overlap is an option of the native engine (drop --backend rllib)")
-        if r.envs_per_actor and (r.serial or r.backend != "native"):
+        if r.serial and r.pool == "actors":
+            raise UserError("--serial steps the environments in this process and --pool actors in Ray actors: "
+                            "give one")
+        if r.envs_per_actor and (r.in_this_process or r.backend != "native"):
             raise UserError("--envs-per-actor sizes the native engine's Ray actor pool (drop --serial/--backend)")
         if r.envs_per_actor % e.vector_size:
             raise UserError(f"--envs-per-actor ({r.envs_per_actor}) must be a multiple of "
@@ -422,7 +434,7 @@ class Config:
                             "(drop --backend rllib and --learners)")
         if r.learners > 1 and r.backend != "native":
             raise UserError("--learners is an option of the native engine (drop --backend rllib)")
-        if r.learners > 1 and r.serial:
+        if r.learners > 1 and r.in_this_process:
             raise UserError("--learners runs its learners as Ray actors; drop --serial")
         if r.learner_passes != "team" and (r.backend != "native" or r.learners > 1):
             raise UserError("--learner-passes shares the native engine's one learner's threads "
@@ -682,7 +694,7 @@ def _toml_value(value: Any) -> str:
 
 # The settings most runs touch: what `rlscale train --help` shows (--help-all shows every one).
 COMMON_SETTINGS = ("total_frames", "n_envs", "lr", "batch", "min_envs", "max_envs", "seed", "stop_return",
-                   "run_dir", "serial", "address", "learner_threads", "log_interval", "init_from")
+                   "run_dir", "pool", "address", "learner_threads", "log_interval", "init_from")
 
 
 def add_config_flags(parser: argparse.ArgumentParser, values: Config | None = None,

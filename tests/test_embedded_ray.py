@@ -31,7 +31,7 @@ def test_a_run_starts_its_own_ray_beside_a_cluster_on_the_machine(tmp_path):
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     try:
-        result = run_command(["rlscale.train", "cartpole", "--n-envs", "4", "--total-frames", "400",
+        result = run_command(["rlscale.train", "cartpole", "--pool", "actors", "--n-envs", "4", "--total-frames", "400",
                               "--run-dir", str(tmp_path / "run")], timeout=120)
     finally:
         cluster.shutdown()

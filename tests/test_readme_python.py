@@ -1,4 +1,4 @@
-"""The README's "From Python" example, run as written (Ray actors, as a user's run has them)."""
+"""The README's "From Python" example, run as written (its pool chosen at start-up, as a user's run has it)."""
 
 from __future__ import annotations
 

@@ -167,7 +167,7 @@ def test_sigkill_then_resume_continues_without_gaps_or_duplicates(tmp_path, caps
     assert steps == list(range(20, 12_001, 20))  # every update once: no gap, no duplicate
 
 
-@pytest.mark.parametrize(("sig", "where"), [(signal.SIGINT, ["--serial"]), (signal.SIGTERM, ["--n-actors", "2"])],
+@pytest.mark.parametrize(("sig", "where"), [(signal.SIGINT, ["--serial"]), (signal.SIGTERM, ["--pool", "actors", "--n-actors", "2"])],
                          ids=["sigint-serial", "sigterm-ray-actors"])
 def test_sigint_or_sigterm_leaves_a_checkpoint_and_a_resume_hint(tmp_path, sig, where):
     # SIGTERM with Ray actors: ray.init sets a SIGTERM handler of its own that exits at once;

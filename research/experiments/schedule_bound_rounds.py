@@ -27,7 +27,7 @@ if __name__ == "__main__":
     ratios: dict[str, list[float]] = {algo: [] for algo, _, _ in ROWS}
     for round_ in range(1, args.rounds + 1):
         for algo, envs, repeats in ROWS:
-            rate, precision, _, _, bound = rlscale_default(algo, args.seconds, envs, None, repeats)
+            rate, precision, _, _, bound = rlscale_default(algo, args.seconds, envs, {"pool": "actors"}, repeats)
             ratio = rate.steps_per_s / bound.steps_per_s
             ratios[algo].append(ratio)
             print(f"round {round_} {algo} ({precision} learner): the row {rate.steps_per_s:,.0f} agent steps/s "

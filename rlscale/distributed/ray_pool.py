@@ -30,7 +30,7 @@ from rlscale.config import Config
 from rlscale.envs.vector import EnvSpec
 from rlscale.errors import ActorFailures, UserError
 from rlscale.models.precision import InferenceChoice
-from rlscale.rollout.worker import Batch, Pool, RolloutWorker, SerialPool
+from rlscale.rollout.worker import Batch, Pool, RolloutWorker
 
 RAY_ADDRESS_VARIABLE = "RAY_ADDRESS"  # Ray's own: the cluster ray.init() joins
 RAY_LOGS = "/tmp/ray/session_latest/logs on each node"  # Ray's default place for them
@@ -487,7 +487,3 @@ class RayPool(Pool):
             self._request_cpus()  # no actors: the request is released
         if self.owns_ray and ray.is_initialized():
             ray.shutdown()
-
-
-def make_pool(cfg: Config, spec: EnvSpec) -> Pool:
-    return SerialPool(cfg, spec) if cfg.run.serial else RayPool(cfg, spec)

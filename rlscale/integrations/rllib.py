@@ -282,8 +282,8 @@ def _add_env_id_column(input_observation_space, input_action_space, device=None)
 def check_supported(cfg: Config) -> None:
     if cfg.agent.algo != "ppo":
         raise UserError("--backend rllib runs PPO only: add --agent ppo (or leave --agent out)")
-    if cfg.run.serial:
-        raise UserError("--backend rllib has no --serial mode; leave --serial out")
+    if cfg.run.in_this_process:
+        raise UserError("--backend rllib has no serial pool; leave --serial and --pool serial out")
     if cfg.env.n_envs % cfg.run.n_actors:
         raise UserError(f"--backend rllib splits --n-envs evenly over --n-actors env runners: "
                         f"{cfg.env.n_envs} is not a multiple of {cfg.run.n_actors}")

@@ -29,6 +29,7 @@ from rlscale.control.noise import NoiseMeter
 from rlscale.envs.vector import EnvSpec, probe_spec, sample_observations
 from rlscale.models.nets import build_network
 from rlscale.models.precision import PrecisionChoice, choose_precision, has_convolutions
+from rlscale.rollout.choice import PoolChoice, ProbeLimits, probe
 from rlscale.rollout.worker import Batch, Pool, ResizeReport, SerialPool
 from rlscale.training.threads import ThreadGovernor, default_learner_threads
 
@@ -76,11 +77,27 @@ class Engine(Protocol):
 
 
 def make_pool(cfg: Config, spec: EnvSpec) -> Pool:
-    if cfg.run.serial:
+    if cfg.run.in_this_process:
         return SerialPool(cfg, spec)
     from rlscale.distributed.ray_pool import RayPool  # Ray only where actors are asked for
 
     return RayPool(cfg, spec)
+
+
+def pool_is_timed(cfg: Config) -> bool:
+    """Whether --pool auto times the serial pool against Ray actors at start-up: a native run with one
+    learner, a fixed set of actors and no overlap, on this machine in a Ray of its own (not a cluster, not a
+    Ray already running in this process, such as a sweep's trial: there the actors stay)."""
+    r = cfg.run
+    if r.pool != "auto" or r.in_this_process:
+        return False
+    if r.backend != "native" or r.learners > 1 or r.envs_per_actor or r.overlap:
+        return False
+    import ray  # Ray only where actors may be chosen
+
+    from rlscale.distributed.ray_pool import cluster_address
+
+    return not cluster_address(r.address)[0] and not ray.is_initialized()
 
 
 def passes_may_go_side_by_side(cfg: Config, model: torch.nn.Module, device: torch.device, threads: int) -> bool:
@@ -121,7 +138,7 @@ class NativeEngine:
     """
 
     def __init__(self, cfg: Config, n_envs: int, state: dict[str, Any] | None = None,
-                 start_from: dict[str, Any] | None = None) -> None:
+                 start_from: dict[str, Any] | None = None, probe_limits: ProbeLimits | None = None) -> None:
         cores = os.cpu_count() or 1
         torch.manual_seed(cfg.run.seed)
         np.random.seed(cfg.run.seed)
@@ -170,12 +187,44 @@ class NativeEngine:
             self.passes_note = (self.learner.share_passes(cfg.run.learner_passes, pass_obs, threads) if split else
                                 "team passes (side by side needs one CPU learner of 2 or more threads on a "
                                 "convolutional network)")
+        self.pool_choice: PoolChoice | None = None
         try:
-            self.pool = make_pool(replace(cfg, env=replace(cfg.env, n_envs=n_envs)), spec)
+            sized = replace(cfg, env=replace(cfg.env, n_envs=n_envs))
+            self.pool = self._timed_pool(sized, spec, probe_limits) if pool_is_timed(cfg) else make_pool(sized, spec)
         except BaseException:
             self.learner.close()  # no learner actors or pass workers left behind
             raise
         self.noise = self.learner.noise
+
+    def _timed_pool(self, cfg: Config, spec: EnvSpec, limits: ProbeLimits | None) -> Pool:
+        """--pool auto on one machine: the serial pool and Ray actors, each timed collecting batches that the
+        learner then trains on (rlscale/rollout/choice.py); the faster is kept and the other closed. The
+        learner's state and the random state are put back, and the probe's agent steps, not trained on,
+        count with the environments' warm-up steps."""
+        from rlscale.distributed.ray_pool import RayPool
+
+        serial = SerialPool(cfg, spec)
+        pools: list[Pool] = [serial]
+        try:
+            pools.append(RayPool(cfg, spec))
+            print(f"choosing the pool: timing updates with the serial pool and with {len(pools[1].actors)} Ray actors "
+                  "(--pool actors or --pool serial skips this)", flush=True)
+            before = self.snapshot()
+            try:
+                self.pool_choice = probe(serial, pools[1], self.learner.flat_weights,
+                                         lambda batch: self.learner.update(batch, cfg.agent.lr), limits)
+            finally:
+                self.restore(before)
+        except BaseException:
+            for pool in pools:
+                pool.close()
+            raise
+        kept, dropped = (serial, pools[1]) if self.pool_choice.chosen == "serial" else (pools[1], serial)
+        dropped.close()
+        kept.warmup_steps += self.pool_choice.probe_steps
+        if self.pool_choice.chosen == "serial":
+            self.cfg = replace(self.cfg, run=replace(self.cfg.run, pool="serial"))
+        return kept
 
     def describe(self) -> str:
         precision = self.precision.describe() if self.precision else self.cfg.run.learner_precision
@@ -185,7 +234,8 @@ class NativeEngine:
             learner += f" ({threads} thread{'s' if threads > 1 else ''}: {self.threads_why})"
         compiled = f", {self.compile_note}" if self.compile_note else ""
         passes = f", {self.passes_note}" if self.passes_note else ""
-        return (f"{self.pool.describe()}, actors {self.pool.describe_inference()} | "
+        pool = self.pool.describe() + (f", {self.pool_choice.describe()}" if self.pool_choice else "")
+        return (f"{pool}, actors {self.pool.describe_inference()} | "
                 f"{learner}, {precision}{compiled}{passes}")
 
     @property
