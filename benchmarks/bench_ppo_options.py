@@ -79,8 +79,9 @@ def main() -> None:
     results: dict[str, list[float]] = {name: [] for name in variants}
     for round_ in range(args.rounds):
         for name, overrides in variants.items():
-            rate, _, split, schedule, _ = rlscale_default("ppo", args.seconds, 8,
-                                                       {"learner_precision": args.learner_precision, **overrides})
+            # The Ray actors in every row: the rows compare one option, not whichever pool a start-up chose.
+            rate, _, split, schedule, _ = rlscale_default("ppo", args.seconds, 8, {
+                "learner_precision": args.learner_precision, "pool": "actors", **overrides})
             results[name].append(rate.steps_per_s)
             print(f"round {round_ + 1}: {name:32s} {rate.steps_per_s:6.0f} agent steps/s (rollout "
                   f"{split.rollout:.3f} s, learner {split.learner:.3f} s per update)", flush=True)

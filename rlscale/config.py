@@ -237,8 +237,9 @@ class RunConfig:
                        "(RLlib PPO; needs pip install 'rlscale[rllib]')", ("native", "rllib"))
     pool: str = opt("auto", "where the environments step: actors (Ray actors, --n-actors of them), serial (this "
                     "process, no Ray), or auto: on one machine the faster of the two, timed at start-up on the "
-                    "run's own updates (rlscale/rollout/choice.py); Ray actors on a cluster, in a Ray already "
-                    "running (a sweep's trials), and with --envs-per-actor, --learners or --overlap",
+                    "run's own updates (~2-20 s, and again on --resume; rlscale/rollout/choice.py); Ray actors on "
+                    "a cluster, in a Ray this process already runs, and with --envs-per-actor, --learners or "
+                    "--overlap. Only the actors survive a crashing environment (a new actor replaces it)",
                     ("auto", "actors", "serial"))
     serial: bool = opt(False, "the same as --pool serial: environments step in this process, no Ray actors")
     address: str = opt("", "Ray cluster to join: auto or HOST:PORT (default: $RAY_ADDRESS, which Ray "
@@ -425,7 +426,8 @@ class Config:
             raise UserError("--serial steps the environments in this process and --pool actors in Ray actors: "
                             "give one")
         if r.envs_per_actor and (r.in_this_process or r.backend != "native"):
-            raise UserError("--envs-per-actor sizes the native engine's Ray actor pool (drop --serial/--backend)")
+            raise UserError("--envs-per-actor sizes the native engine's Ray actor pool (drop --serial, --pool serial "
+                            "and --backend)")
         if r.envs_per_actor % e.vector_size:
             raise UserError(f"--envs-per-actor ({r.envs_per_actor}) must be a multiple of "
                             f"--vector-size ({e.vector_size})")
@@ -435,7 +437,7 @@ class Config:
         if r.learners > 1 and r.backend != "native":
             raise UserError("--learners is an option of the native engine (drop --backend rllib)")
         if r.learners > 1 and r.in_this_process:
-            raise UserError("--learners runs its learners as Ray actors; drop --serial")
+            raise UserError("--learners runs its learners as Ray actors; drop --serial and --pool serial")
         if r.learner_passes != "team" and (r.backend != "native" or r.learners > 1):
             raise UserError("--learner-passes shares the native engine's one learner's threads "
                             "(drop --backend rllib and --learners)")

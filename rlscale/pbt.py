@@ -300,7 +300,7 @@ def parser() -> Parser:
 @exits_cleanly
 def main(argv: list[str] | None = None) -> int:
     args, overrides = parse_with_config(parser(), argv)
-    for forbidden in ("n_envs", "lr", "batch", "serial", "run_dir"):
+    for forbidden in ("n_envs", "lr", "batch", "serial", "pool", "run_dir"):
         if forbidden in overrides:
             raise UserError(f"--{forbidden.replace('_', '-')} is set per member by PBT; "
                             "use --batch-sizes, --lr-range and --pbt-dir")

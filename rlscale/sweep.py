@@ -210,7 +210,7 @@ def planned_trials(args: Any, base: Config) -> list[Trial]:
 @exits_cleanly
 def main(argv: list[str] | None = None) -> int:
     args, overrides = parse_with_config(parser(), argv)
-    for forbidden in ("n_envs", "lr", "seed", "run_dir", "batch", "serial"):
+    for forbidden in ("n_envs", "lr", "seed", "run_dir", "batch", "serial", "pool"):
         if forbidden in overrides:
             raise UserError(f"--{forbidden.replace('_', '-')} is set per trial by the sweep; "
                             "use --batch-sizes, --lrs and --seeds")

@@ -1,6 +1,6 @@
 """--pool auto's start-up choice between the serial pool and Ray actors (rlscale/rollout/choice.py): the rule,
 and the probe's turns on real pools (two serial pools here: the probe is pure of Ray; the engine's probe of
-Ray actors is in tests/test_rollout.py)."""
+Ray actors is in tests/test_pool_probe.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""--pool auto in the engine: both pools built and timed at start-up, the faster kept, the other closed, and the
-learner left as it was (the rule and the probe's turns: tests/test_pool_choice.py). No Ray is running in this
-process before each test: the engine starts its own, as a run on one machine does."""
+"""--pool auto in the engine: both pools built and timed at start-up, the chosen one kept and restarted from the
+run's seed, the other closed, and the learner left as it was (the rule and the probe's turns:
+tests/test_pool_choice.py). No Ray is running in this process before each test: the engine starts its own, as
+a run on one machine does."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import ray
 import torch
 
 from rlscale.config import build_config
-from rlscale.rollout.choice import MARGIN, MIN_TIMED
+from rlscale.rollout import choice
+from rlscale.rollout.choice import MIN_TIMED
 from rlscale.rollout.worker import SerialPool
+from rlscale.training import engine as engine_module
 from rlscale.training.engine import NativeEngine
 
 
@@ -23,36 +26,53 @@ def no_ray():
         ray.shutdown()
 
 
-def test_pool_auto_keeps_the_faster_pool_closes_the_other_and_leaves_the_learner_as_it_was(no_ray, monkeypatch):
-    from rlscale.training import engine as engine_module
+def cartpole():
+    return build_config("cartpole", None, {"n_envs": 8, "learner_threads": 1, "measure_noise": False})
 
+
+@pytest.mark.parametrize("chosen", ["serial", "actors"])
+def test_pool_auto_keeps_the_chosen_pool_closes_the_other_and_leaves_the_learner_as_it_was(chosen, no_ray,
+                                                                                           monkeypatch):
+    # The timing would take serial on CartPole every time (2.9x here): the choice is forced both ways.
+    monkeypatch.setattr(choice, "choose", lambda serial, actors: chosen)
     seen, real_probe = {}, engine_module.probe
 
     def probe_watched(serial, actors, weights, learn, limits=None):
-        seen["before"] = weights().copy()
-        choice = real_probe(serial, actors, weights, learn, limits)
+        seen["before"], seen["rng"] = weights().copy(), torch.get_rng_state()
+        result = real_probe(serial, actors, weights, learn, limits)
         seen["trained"] = weights().copy()
-        return choice
+        return result
 
     monkeypatch.setattr(engine_module, "probe", probe_watched)
-    cfg = build_config("cartpole", None, {"n_envs": 8, "learner_threads": 1, "measure_noise": False})
+    cfg = cartpole()
     engine = NativeEngine(cfg, 8)
     try:
-        choice = engine.pool_choice
-        assert choice is not None and choice.timed >= MIN_TIMED
-        assert (choice.chosen == "serial") == (choice.serial_speedup > 1 + MARGIN)
-        assert isinstance(engine.pool, SerialPool) == (choice.chosen == "serial")
-        assert engine.cfg.run.in_this_process == (choice.chosen == "serial")
-        assert ray.is_initialized() == (choice.chosen == "actors")  # a dropped Ray pool took its Ray with it
+        probe = engine.pool_choice
+        assert probe is not None and probe.chosen == chosen and probe.timed >= MIN_TIMED
+        assert isinstance(engine.pool, SerialPool) == (chosen == "serial")
+        assert engine.cfg.run.in_this_process == (chosen == "serial")
+        assert ray.is_initialized() == (chosen == "actors")  # a dropped Ray pool took its Ray with it
         assert "chosen at start-up" in engine.describe()
         # The probe's batches were collected with the start's policy and not trained on by the run: warm-up steps.
-        assert choice.probe_steps >= 2 * (MIN_TIMED + 1) * 8 * cfg.agent.n_steps
-        assert engine.start_warmup_steps >= choice.probe_steps
-        # The learner trained on every probe batch (its rollouts are timed after an update, as in the run),
-        # and all of it was put back: the weights, optimizer state and counters the probe started from.
+        assert probe.probe_steps >= 2 * (MIN_TIMED + 1) * 8 * cfg.agent.n_steps
+        assert engine.start_warmup_steps >= probe.probe_steps
+        # The learner trained on the probe's batches (a pool's update is timed whole), and all of it was put
+        # back: the weights, optimizer state, counters and random state the probe started from.
         assert not np.array_equal(seen["trained"], seen["before"])
         assert np.array_equal(engine.learner.flat_weights(), seen["before"])
         assert engine.learner.updates == 0 and engine.learner.optimizer.state_dict()["state"] == {}
+        assert torch.equal(torch.get_rng_state(), seen["rng"])
+        if chosen == "serial":
+            # The kept pool's environments restarted from the run's seed, however many updates the probe timed:
+            # its first batch is what a fresh serial pool restarted from that seed collects.
+            fresh = SerialPool(engine.cfg, engine.pool.worker.spec)
+            try:
+                fresh.restart(8, cfg.run.seed)
+                weights = engine.learner.flat_weights()
+                ours, theirs = engine.pool.collect(weights), fresh.collect(weights)
+            finally:
+                fresh.close()
+            assert np.array_equal(ours.obs, theirs.obs) and np.array_equal(ours.actions, theirs.actions)
         result = engine.update(cfg.agent.lr)
         assert result.agent_steps == 8 * cfg.agent.n_steps and engine.learner.updates == 1
     finally:
@@ -60,11 +80,19 @@ def test_pool_auto_keeps_the_faster_pool_closes_the_other_and_leaves_the_learner
     assert not ray.is_initialized()
 
 
+def test_a_probe_that_fails_closes_both_pools_and_their_ray(no_ray, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine_module, "probe", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        NativeEngine(cartpole(), 8)
+    assert not ray.is_initialized()
+
+
 def test_pool_auto_in_a_ray_already_running_keeps_the_actors(no_ray):
     ray.init(address="local", include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-    cfg = build_config("cartpole", None, {"n_envs": 8, "learner_threads": 1})
-    torch.manual_seed(0)
-    engine = NativeEngine(cfg, 8)
+    engine = NativeEngine(cartpole(), 8)
     try:
         assert engine.pool_choice is None and not isinstance(engine.pool, SerialPool)
         assert "chosen at start-up" not in engine.describe()

@@ -28,7 +28,7 @@ def race_config(engine: NativeEngine) -> Config:
     one learner thread on the CPU (a race is a task without a GPU), the actors' precision and layout as
     the run's first actor measured them (the run's own setting while no actor is up)."""
     cfg = engine.cfg
-    race = replace(cfg.run, serial=True, learner_threads=1, learner_passes="team", learner_device="cpu")
+    race = replace(cfg.run, serial=True, pool="serial", learner_threads=1, learner_passes="team", learner_device="cpu")
     measured = engine.pool.inference()
     if not measured:  # an elastic pool with no actor up yet: each race times its own, as the run's setting says
         return replace(cfg, run=race)

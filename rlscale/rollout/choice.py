@@ -15,10 +15,13 @@ second or more (one PPO update; ~6 of A2C's on Pong): beside a busy process, upd
 pools alternating one by one timed the actors at 1.95 ms an agent step and the serial pool at 3.28,
 where runs of either alone read 3.34 and 2.65 (the actors, asleep through the serial pool's update,
 woke to the scheduler's favour over the busy process). Which pool goes first in a turn follows the
-Thue-Morse sequence (AB BA BA AB BA AB AB BA ...): a load that drifts weighs on both alike, and so do
-the learner's periodic measurements; plain alternation (AB BA AB BA) handed every 4th update, A2C's
-policy/value noise measurement (--noise-parts-every 4), to the same pool, and the probe read the
-serial pool level with the actors where it ran 1.2-1.3x their speed. The first turn is not counted
+Thue-Morse sequence (AB BA BA AB BA AB AB BA ...): a load that drifts weighs on both alike. With turns
+of one update (PPO's), the order also hands the learner's periodic measurements to both pools alike:
+plain alternation (AB BA AB BA) of single updates gave every 4th update, A2C's policy/value noise
+measurement (--noise-parts-every 4), to the same pool, and the probe read the serial pool level with the
+actors where it ran 1.14-1.38x their speed (research/data/pool-probe-2026-11-30.txt); in blocks of
+several updates their lengths spread it. Turns are whole blocks to the end (a pool with enough timed
+updates keeps taking its turns), so no turn is a lone update after the other pool's block. The first turn is not counted
 (first passes, caches, the batch-0 measurement of B_P). The caller puts the learner's state back
 afterwards. Median seconds per agent step decide: the serial pool has to be ``MARGIN`` faster to be
 chosen, since the actors are what a run scales out with and a near tie is noise. Pure of Ray: the
@@ -38,7 +41,7 @@ from rlscale.rollout.worker import Batch, Pool
 
 MARGIN = 0.05  # the serial pool is chosen where its updates run more than 5 % faster than the actors'
 MIN_TIMED = 4  # timed updates with each pool, at least
-MAX_TIMED = 40  # and at most
+MAX_TIMED = 40  # the probe ends once each pool has this many (or MIN_TIMED and the budget spent)
 BUDGET_SECONDS = 8.0  # past MIN_TIMED, the probe stops once it has run this long
 BLOCK_SECONDS = 0.5  # a pool's turn: updates back to back for this long at least (one, where an update is longer)
 
@@ -60,7 +63,7 @@ class PoolChoice:
     chosen: str  # "serial" or "actors"
     serial_seconds: float  # median seconds per agent step of the serial pool's timed updates
     actors_seconds: float  # the same with the Ray actors
-    timed: int  # updates timed with each pool
+    timed: int  # updates timed with each pool, at least (the faster pool fits more into its turns)
     probe_seconds: float  # the probe's wall time, untimed turns and learner updates included
     probe_steps: int  # agent steps both pools collected for it (not trained on by the run)
 
@@ -91,6 +94,8 @@ def time_pools(pools: Mapping[str, Pool], weights: Callable[[], np.ndarray], lea
                block_seconds: float = BLOCK_SECONDS) -> tuple[dict[str, list[float]], int]:
     """Seconds per agent step of each pool's timed updates (collect a batch, hand it to ``learn``), the pools
     taking turns in blocks of updates lasting ``block_seconds`` at least; and the agent steps collected in all."""
+    if not 1 <= min_timed <= max_timed:
+        raise ValueError(f"the probe needs 1 <= min_timed <= max_timed, got {min_timed} and {max_timed}")
     names = list(pools)
     seconds: dict[str, list[float]] = {name: [] for name in names}
     steps = 0
@@ -109,7 +114,7 @@ def time_pools(pools: Mapping[str, Pool], weights: Callable[[], np.ndarray], lea
                 steps += batch.size
                 if turn > 0:
                     seconds[name].append((done - began) / batch.size)
-                if done - block >= block_seconds or len(seconds[name]) >= max_timed:
+                if done - block >= block_seconds:  # whole blocks only: see the module's docstring
                     break
         turn += 1
         timed = min(len(times) for times in seconds.values())
@@ -125,5 +130,5 @@ def probe(serial: Pool, actors: Pool, weights: Callable[[], np.ndarray], learn: 
     seconds, steps = time_pools({"serial": serial, "actors": actors}, weights, learn, limits.min_timed,
                                 limits.max_timed, limits.budget_seconds, limits.block_seconds)
     return PoolChoice(choose(seconds["serial"], seconds["actors"]), statistics.median(seconds["serial"]),
-                      statistics.median(seconds["actors"]), len(seconds["serial"]),
+                      statistics.median(seconds["actors"]), min(len(seconds["serial"]), len(seconds["actors"])),
                       time.perf_counter() - start, steps)

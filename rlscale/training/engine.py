@@ -197,14 +197,17 @@ class NativeEngine:
         self.noise = self.learner.noise
 
     def _timed_pool(self, cfg: Config, spec: EnvSpec, limits: ProbeLimits | None) -> Pool:
-        """--pool auto on one machine: the serial pool and Ray actors, each timed collecting batches that the
-        learner then trains on (rlscale/rollout/choice.py); the faster is kept and the other closed. The
-        learner's state and the random state are put back, and the probe's agent steps, not trained on,
-        count with the environments' warm-up steps."""
+        """--pool auto on one machine: the serial pool and Ray actors, each timed on updates (a batch collected,
+        the learner trained on it: rlscale/rollout/choice.py); the faster is kept and the other closed. Then
+        everything the probe moved is put back or started afresh, so that a run's course does not hang on how
+        many updates the probe happened to time: the learner's state and the random state as they were, the
+        kept pool's environments restarted from the run's seed (the noise meter settles on them as on a new
+        run's), and the probe's and the restart's agent steps, not trained on, count with the warm-up steps."""
         from rlscale.distributed.ray_pool import RayPool
 
         serial = SerialPool(cfg, spec)
         pools: list[Pool] = [serial]
+        kept: Pool | None = None
         try:
             pools.append(RayPool(cfg, spec))
             print(f"choosing the pool: timing updates with the serial pool and with {len(pools[1].actors)} Ray actors "
@@ -215,13 +218,17 @@ class NativeEngine:
                                          lambda batch: self.learner.update(batch, cfg.agent.lr), limits)
             finally:
                 self.restore(before)
+                self.learner.skipped_in_a_row = 0
+            kept = serial if self.pool_choice.chosen == "serial" else pools[1]
+            pools.remove(kept)
+            pools.pop().close()  # the other pool (Ray with it, where it started Ray)
+            kept.warmup_steps += self.pool_choice.probe_steps
+            kept.restart(cfg.env.n_envs, cfg.run.seed)
+            self.learner.environments_restarted()
         except BaseException:
-            for pool in pools:
+            for pool in pools if kept is None else [*pools, kept]:
                 pool.close()
             raise
-        kept, dropped = (serial, pools[1]) if self.pool_choice.chosen == "serial" else (pools[1], serial)
-        dropped.close()
-        kept.warmup_steps += self.pool_choice.probe_steps
         if self.pool_choice.chosen == "serial":
             self.cfg = replace(self.cfg, run=replace(self.cfg.run, pool="serial"))
         return kept
@@ -244,7 +251,7 @@ class NativeEngine:
 
     @property
     def start_warmup_steps(self) -> int:
-        """Random warm-up steps of the environments built when the pool started."""
+        """Steps not trained on of the pool's start: its environments' random warm-up (and --pool auto's probe)."""
         return self.pool.warmup_steps
 
     def update(self, lr: float) -> UpdateResult:

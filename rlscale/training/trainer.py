@@ -46,7 +46,7 @@ class TrainState:
     examples: int = 0  # observations the optimizer consumed (E; PPO reuses each n_epochs times)
     episodes: int = 0
     wall_seconds: float = 0.0  # training time, summed over the resumes of one run
-    warmup_steps: int = 0  # random start-up steps of new environments (not trained on)
+    warmup_steps: int = 0  # start-up steps not trained on: new environments' random ones, --pool auto's probe
     n_envs: int = 0
     base_lr: float = 0.0  # the controller's learning rate at the current batch, before annealing
     goals: dict[str, dict[str, float]] = field(default_factory=dict)  # first time each goal was met
