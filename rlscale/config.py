@@ -237,7 +237,8 @@ class RunConfig:
                        "(RLlib PPO; needs pip install 'rlscale[rllib]')", ("native", "rllib"))
     pool: str = opt("auto", "where the environments step: actors (Ray actors, --n-actors of them), serial (this "
                     "process, no Ray), or auto: on one machine the faster of the two, timed at start-up on the "
-                    "run's own updates (~2-20 s, and again on --resume; rlscale/rollout/choice.py); Ray actors on "
+                    "run's own updates (~2-20 s, then the kept pool's environments are built afresh; again on "
+                    "--resume; rlscale/rollout/choice.py); Ray actors on "
                     "a cluster, in a Ray this process already runs, and with --envs-per-actor, --learners or "
                     "--overlap. Only the actors survive a crashing environment (a new actor replaces it)",
                     ("auto", "actors", "serial"))

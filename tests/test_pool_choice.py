@@ -4,6 +4,8 @@ Ray actors is in tests/test_pool_probe.py)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
@@ -82,15 +84,41 @@ def test_the_pools_take_turns_each_batch_is_learned_from_and_the_first_turn_is_n
     finally:
         for pool in pools.values():
             pool.close()
-    # Runs of one pool in the log: a's untimed turn, b's untimed and timed turns back to back, a's timed turn.
+    runs = runs_of(log)  # a's untimed turn, b's untimed and timed turns back to back, a's timed turn
+    assert [run[0] for run in runs] == ["a", "b", "a"] and all(len(run) > 2 for run in runs)
+    assert len(seconds["a"]) == len(runs[2]) and 0 < len(seconds["b"]) < len(runs[1])
+
+
+def runs_of(log: list[str]) -> list[list[str]]:
+    """The log cut where the pool changes."""
     runs: list[list[str]] = []
     for name in log:
         if runs and runs[-1][0] == name:
             runs[-1].append(name)
         else:
             runs.append([name])
-    assert [run[0] for run in runs] == ["a", "b", "a"] and all(len(run) > 2 for run in runs)
-    assert len(seconds["a"]) == len(runs[2]) and 0 < len(seconds["b"]) < len(runs[1])
+    return runs
+
+
+def test_a_pool_with_enough_timed_updates_keeps_taking_whole_turns_until_the_other_has_too():
+    # Pool a's updates are quick, b's take 20 ms: a has its 6 timed updates after one turn, b needs three turns.
+    # A lone update of a between b's turns is what the probe avoids (its docstring: the scheduler favours a pool
+    # that slept through the other's turn).
+    cfg = build_config("cartpole", None, {"n_envs": 4, "serial": True})
+    spec = probe_spec(cfg.env)
+    torch.manual_seed(0)
+    weights = flat_weights(build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden))
+    log: list[str] = []
+    pools = {"a": Recorded(cfg, spec, "a", log), "b": Recorded(cfg, spec, "b", log)}
+    try:
+        seconds, _ = time_pools(pools, lambda: weights, lambda batch: time.sleep(0.02) if log[-1] == "b" else None,
+                                min_timed=6, max_timed=6, budget_seconds=0.0, block_seconds=0.05)
+    finally:
+        for pool in pools.values():
+            pool.close()
+    assert len(seconds["b"]) >= 6 and len(seconds["a"]) > len(seconds["b"])
+    a_runs = [run for run in runs_of(log) if run[0] == "a"]
+    assert len(a_runs) >= 3 and all(len(run) > 2 for run in a_runs)
 
 
 def test_serial_and_pool_actors_together_are_one_line_and_exit_2():

@@ -26,6 +26,20 @@ def no_ray():
         ray.shutdown()
 
 
+def spy_on_close(monkeypatch) -> list[str]:
+    """The kind of each pool closed from now on, in order."""
+    from rlscale.distributed.ray_pool import RayPool
+
+    closed: list[str] = []
+    for kind, cls in (("serial", SerialPool), ("actors", RayPool)):
+        def close(self, real=cls.close, kind=kind):
+            closed.append(kind)
+            real(self)
+
+        monkeypatch.setattr(cls, "close", close)
+    return closed
+
+
 def cartpole():
     return build_config("cartpole", None, {"n_envs": 8, "learner_threads": 1, "measure_noise": False})
 
@@ -41,12 +55,15 @@ def test_pool_auto_keeps_the_chosen_pool_closes_the_other_and_leaves_the_learner
         seen["before"], seen["rng"] = weights().copy(), torch.get_rng_state()
         result = real_probe(serial, actors, weights, learn, limits)
         seen["trained"] = weights().copy()
+        torch.rand(1)  # the random state moves on here: the engine has to put it back
         return result
 
     monkeypatch.setattr(engine_module, "probe", probe_watched)
+    closed = spy_on_close(monkeypatch)
     cfg = cartpole()
     engine = NativeEngine(cfg, 8)
     try:
+        assert closed == ["actors" if chosen == "serial" else "serial"]  # the other pool, at start-up
         probe = engine.pool_choice
         assert probe is not None and probe.chosen == chosen and probe.timed >= MIN_TIMED
         assert isinstance(engine.pool, SerialPool) == (chosen == "serial")
@@ -62,6 +79,8 @@ def test_pool_auto_keeps_the_chosen_pool_closes_the_other_and_leaves_the_learner
         assert np.array_equal(engine.learner.flat_weights(), seen["before"])
         assert engine.learner.updates == 0 and engine.learner.optimizer.state_dict()["state"] == {}
         assert torch.equal(torch.get_rng_state(), seen["rng"])
+        # The noise meter settles on the restarted environments as on a new run's; no skipped update carried over.
+        assert engine.learner.batch_envs == 0 and engine.learner.skipped_in_a_row == 0
         if chosen == "serial":
             # The kept pool's environments restarted from the run's seed, however many updates the probe timed:
             # its first batch is what a fresh serial pool restarted from that seed collects.
@@ -85,9 +104,10 @@ def test_a_probe_that_fails_closes_both_pools_and_their_ray(no_ray, monkeypatch)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(engine_module, "probe", interrupted)
+    closed = spy_on_close(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         NativeEngine(cartpole(), 8)
-    assert not ray.is_initialized()
+    assert sorted(closed) == ["actors", "serial"] and not ray.is_initialized()
 
 
 def test_pool_auto_in_a_ray_already_running_keeps_the_actors(no_ray):

@@ -10,6 +10,7 @@ which vector envs is the Ray-free ``rollout.Pool``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -262,6 +263,16 @@ class RayPool(Pool):
         # (the driver says what happens); forwarding their output brought a dying node's
         # C++ stack traces (~70 lines) into the console. They stay in Ray's log files.
         self.owns_ray = init_ray(cfg.run.address, log_to_driver=False, notices=notices_path(cfg))
+        self.actors: list = []
+        self.actor_cpus = 1.0  # set again once the nodes are known; close() reads it
+        try:
+            self._start_actors(cfg, spec, n_actors, elastic)
+        except BaseException:  # a pool that fails to start leaves no actors and no Ray of its own behind
+            with contextlib.suppress(Exception):
+                self.close()
+            raise
+
+    def _start_actors(self, cfg: Config, spec: EnvSpec, n_actors: int, elastic: bool) -> None:
         # Honest resources: a worker keeps one core busy while it steps; where
         # there are fewer cores than workers they share them, in equal shares
         # that pack onto the nodes (see actor_cpu_share). An elastic pool's actors

@@ -9,6 +9,7 @@ rollout pool and A2C/PPO learners) and ``RLlibEngine`` in
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import os
@@ -221,13 +222,15 @@ class NativeEngine:
                 self.learner.skipped_in_a_row = 0
             kept = serial if self.pool_choice.chosen == "serial" else pools[1]
             pools.remove(kept)
-            pools.pop().close()  # the other pool (Ray with it, where it started Ray)
+            pools[0].close()  # the other pool (Ray with it, where it started Ray)
+            pools.clear()
             kept.warmup_steps += self.pool_choice.probe_steps
             kept.restart(cfg.env.n_envs, cfg.run.seed)
             self.learner.environments_restarted()
         except BaseException:
             for pool in pools if kept is None else [*pools, kept]:
-                pool.close()
+                with contextlib.suppress(Exception):  # the others still closed; the first error is raised
+                    pool.close()
             raise
         if self.pool_choice.chosen == "serial":
             self.cfg = replace(self.cfg, run=replace(self.cfg.run, pool="serial"))
