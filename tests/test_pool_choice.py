@@ -5,6 +5,7 @@ Ray actors is in tests/test_pool_probe.py)."""
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -76,17 +77,33 @@ def test_the_pools_take_turns_each_batch_is_learned_from_and_the_first_turn_is_n
         seconds, _ = time_pools(pools, lambda: weights, lambda batch: None, min_timed=1, max_timed=4,
                                 budget_seconds=1e9, block_seconds=0.0)
         assert len(seconds["a"]) == len(seconds["b"]) == 4  # the budget not spent: stopped at max_timed
-        # Turns of a pool's updates back to back for block_seconds: the untimed turn and one timed turn,
-        # a b | b a, each a block of many CartPole updates (a few ms each), all but the untimed turn's timed.
-        log.clear()
-        seconds, _ = time_pools(pools, lambda: weights, lambda batch: None, min_timed=1, max_timed=1000,
-                                budget_seconds=0.0, block_seconds=0.2)
     finally:
         for pool in pools.values():
             pool.close()
+    # Turns of a pool's updates back to back for block_seconds: the untimed turn and one timed turn,
+    # a b | b a, each a block of many updates (1 ms each here), all but the untimed turn's timed.
+    log.clear()
+    seconds, _ = time_pools({"a": Sleeper("a", 0.001, log), "b": Sleeper("b", 0.001, log)}, lambda: weights,
+                            lambda batch: None, min_timed=1, max_timed=1000, budget_seconds=0.0, block_seconds=0.1)
     runs = runs_of(log)  # a's untimed turn, b's untimed and timed turns back to back, a's timed turn
-    assert [run[0] for run in runs] == ["a", "b", "a"] and all(len(run) > 2 for run in runs)
+    assert [run[0] for run in runs] == ["a", "b", "a"] and all(len(run) > 5 for run in runs)
     assert len(seconds["a"]) == len(runs[2]) and 0 < len(seconds["b"]) < len(runs[1])
+
+
+class Sleeper:
+    """A stand-in pool whose every rollout takes ``seconds`` (asleep, so the machine's load barely moves it) and
+    notes in ``log`` when it is collected: for the probe's turns, which depend on time alone."""
+
+    def __init__(self, name: str, seconds: float, log: list[str]) -> None:
+        self.name, self.seconds, self.log = name, seconds, log
+
+    def start(self, weights) -> None:
+        pass
+
+    def collect(self):
+        time.sleep(self.seconds)
+        self.log.append(self.name)
+        return SimpleNamespace(size=20)
 
 
 def runs_of(log: list[str]) -> list[list[str]]:
@@ -101,36 +118,15 @@ def runs_of(log: list[str]) -> list[list[str]]:
 
 
 def test_a_pool_with_enough_timed_updates_keeps_taking_whole_turns_until_the_other_has_too():
-    # Pool a's updates are quick, b's take 20 ms: a has its 6 timed updates after one turn, b needs three turns.
+    # Pool a's updates take 1 ms, b's 20 ms: a has its 6 timed updates after one turn, b needs three turns.
     # A lone update of a between b's turns is what the probe avoids (its docstring: the scheduler favours a pool
     # that slept through the other's turn).
-    cfg = build_config("cartpole", None, {"n_envs": 4, "serial": True})
-    spec = probe_spec(cfg.env)
-    torch.manual_seed(0)
-    weights = flat_weights(build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden))
     log: list[str] = []
-    pools = {"a": Recorded(cfg, spec, "a", log), "b": Recorded(cfg, spec, "b", log)}
-    try:
-        seconds, _ = time_pools(pools, lambda: weights, lambda batch: time.sleep(0.02) if log[-1] == "b" else None,
-                                min_timed=6, max_timed=6, budget_seconds=0.0, block_seconds=0.05)
-    finally:
-        for pool in pools.values():
-            pool.close()
+    seconds, _ = time_pools({"a": Sleeper("a", 0.001, log), "b": Sleeper("b", 0.02, log)}, lambda: None,
+                            lambda batch: None, min_timed=6, max_timed=6, budget_seconds=0.0, block_seconds=0.05)
     assert len(seconds["b"]) >= 6 and len(seconds["a"]) > len(seconds["b"])
     a_runs = [run for run in runs_of(log) if run[0] == "a"]
-    assert len(a_runs) >= 3 and all(len(run) > 2 for run in a_runs)
-
-
-def test_serial_and_pool_actors_together_are_one_line_and_exit_2():
-    from rlscale.errors import UserError
-    from tests.conftest import run_in_process
-
-    with pytest.raises(UserError, match="--serial steps the environments in this process and --pool actors"):
-        build_config("cartpole", None, {"serial": True, "pool": "actors"})
-    result = run_in_process(["rlscale.train", "cartpole", "--serial", "--pool", "actors"])
-    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "--pool actors" in result.stderr
-    result = run_in_process(["rlscale.train", "cartpole", "--pool", "threads"])
-    assert result.returncode == 2 and "Traceback" not in result.stderr and "auto" in result.stderr
+    assert len(a_runs) >= 3 and all(len(run) > 5 for run in a_runs)
 
 
 @pytest.mark.parametrize("settings, timed", [
@@ -152,3 +148,21 @@ def test_only_a_run_of_its_own_on_this_machine_times_the_pools(settings, timed, 
     if timed:  # a Ray job's entrypoint joins its cluster ($RAY_ADDRESS): the actors stay
         monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
         assert not pool_is_timed(cfg)
+        monkeypatch.delenv("RAY_ADDRESS")
+        # A Ray this process already runs (a Ray Tune trial, the Python API in a Ray job's driver): the actors stay.
+        import ray
+
+        monkeypatch.setattr(ray, "is_initialized", lambda: True)
+        assert not pool_is_timed(cfg)
+
+
+def test_serial_and_pool_actors_together_are_one_line_and_exit_2():
+    from rlscale.errors import UserError
+    from tests.conftest import run_in_process
+
+    with pytest.raises(UserError, match="--serial steps the environments in this process and --pool actors"):
+        build_config("cartpole", None, {"serial": True, "pool": "actors"})
+    result = run_in_process(["rlscale.train", "cartpole", "--serial", "--pool", "actors"])
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "--pool actors" in result.stderr
+    result = run_in_process(["rlscale.train", "cartpole", "--pool", "threads"])
+    assert result.returncode == 2 and "Traceback" not in result.stderr and "auto" in result.stderr

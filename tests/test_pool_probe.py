@@ -1,6 +1,6 @@
 """--pool auto in the engine: both pools built and timed at start-up, the chosen one kept and restarted from the
-run's seed, the other closed, and the learner left as it was (the rule and the probe's turns:
-tests/test_pool_choice.py). No Ray is running in this process before each test: the engine starts its own, as
+run's seed, the other closed, and the learner left as it was (the rule, the probe's turns and where the probe
+applies: tests/test_pool_choice.py). No Ray is running in this process before each test: the engine starts its own, as
 a run on one machine does."""
 
 from __future__ import annotations
@@ -108,13 +108,3 @@ def test_a_probe_that_fails_closes_both_pools_and_their_ray(no_ray, monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         NativeEngine(cartpole(), 8)
     assert sorted(closed) == ["actors", "serial"] and not ray.is_initialized()
-
-
-def test_pool_auto_in_a_ray_already_running_keeps_the_actors(no_ray):
-    ray.init(address="local", include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-    engine = NativeEngine(cartpole(), 8)
-    try:
-        assert engine.pool_choice is None and not isinstance(engine.pool, SerialPool)
-        assert "chosen at start-up" not in engine.describe()
-    finally:
-        engine.close()
