@@ -281,7 +281,8 @@ class RayPool(Pool):
         self.spec = spec
         self.failures = 0
         self.unconfirmed: list[tuple[int, ray.ObjectRef]] = []  # (worker, background resize order)
-        self.actors = [self._new_actor(i) for i in range(n_actors)]
+        for i in range(n_actors):  # one by one into the list: a failure part-way leaves close() the ones started
+            self.actors.append(self._new_actor(i))
         self.placed = [actor.node_id.remote() for actor in self.actors]  # ready once the actor runs
         self.ready: set[int] = set()
         self.started_at = [time.monotonic()] * n_actors  # when each actor was asked for
