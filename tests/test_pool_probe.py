@@ -53,6 +53,8 @@ def test_pool_auto_keeps_the_chosen_pool_closes_the_other_and_leaves_the_learner
 
     def probe_watched(serial, actors, weights, learn, limits=None):
         seen["before"], seen["rng"] = weights().copy(), torch.get_rng_state()
+        seen["dropped_warmup"] = (actors if chosen == "serial" else serial).warmup_steps
+        seen["kept_warmup"] = (serial if chosen == "serial" else actors).warmup_steps
         result = real_probe(serial, actors, weights, learn, limits)
         seen["trained"] = weights().copy()
         torch.rand(1)  # the random state moves on here: the engine has to put it back
@@ -60,6 +62,17 @@ def test_pool_auto_keeps_the_chosen_pool_closes_the_other_and_leaves_the_learner
 
     monkeypatch.setattr(engine_module, "probe", probe_watched)
     closed = spy_on_close(monkeypatch)
+    restarted: list[int] = []  # the random warm-up steps of the kept pool's restart
+    real_restart = SerialPool.restart  # Pool.restart, which both pools inherit
+
+    def restart(self, n_envs, seed):
+        restarted.append(real_restart(self, n_envs, seed))
+        return restarted[-1]
+
+    monkeypatch.setattr(SerialPool, "restart", restart)
+    from rlscale.distributed.ray_pool import RayPool
+
+    monkeypatch.setattr(RayPool, "restart", restart)
     cfg = cartpole()
     engine = NativeEngine(cfg, 8)
     try:
@@ -72,7 +85,10 @@ def test_pool_auto_keeps_the_chosen_pool_closes_the_other_and_leaves_the_learner
         assert "chosen at start-up" in engine.describe()
         # The probe's batches were collected with the start's policy and not trained on by the run: warm-up steps.
         assert probe.probe_steps >= 2 * (MIN_TIMED + 1) * 8 * cfg.agent.n_steps
-        assert engine.start_warmup_steps >= probe.probe_steps
+        # All of them count with the warm-up steps: the kept pool's own, the probe's, the dropped pool's warm-up and
+        # the restart's.
+        assert engine.start_warmup_steps == (seen["kept_warmup"] + probe.probe_steps + seen["dropped_warmup"]
+                                             + restarted[0])
         # The learner trained on the probe's batches (a pool's update is timed whole), and all of it was put
         # back: the weights, optimizer state, counters and random state the probe started from.
         assert not np.array_equal(seen["trained"], seen["before"])

@@ -203,7 +203,8 @@ class NativeEngine:
         everything the probe moved is put back or started afresh, so that a run's course does not hang on how
         many updates the probe happened to time: the learner's state and the random state as they were, the
         kept pool's environments restarted from the run's seed (the noise meter settles on them as on a new
-        run's), and the probe's and the restart's agent steps, not trained on, count with the warm-up steps."""
+        run's), and the agent steps not trained on (the probe's, the restart's and the dropped pool's warm-up) count
+        with the warm-up steps."""
         from rlscale.distributed.ray_pool import RayPool
 
         serial = SerialPool(cfg, spec)
@@ -222,9 +223,11 @@ class NativeEngine:
                 self.learner.skipped_in_a_row = 0
             kept = serial if self.pool_choice.chosen == "serial" else pools[1]
             pools.remove(kept)
-            pools[0].close()  # the other pool (Ray with it, where it started Ray)
+            dropped = pools[0]
+            dropped.close()  # Ray with it, where it started Ray
             pools.clear()
-            kept.warmup_steps += self.pool_choice.probe_steps
+            # Steps the machine took and the run does not train on: the probe's, and the dropped pool's warm-up.
+            kept.warmup_steps += self.pool_choice.probe_steps + dropped.warmup_steps
             kept.restart(cfg.env.n_envs, cfg.run.seed)
             self.learner.environments_restarted()
         except BaseException:
