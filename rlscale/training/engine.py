@@ -228,8 +228,8 @@ class NativeEngine:
             pools.clear()
             # Steps the machine took and the run does not train on: the probe's, and the dropped pool's warm-up.
             kept.warmup_steps += self.pool_choice.probe_steps + dropped.warmup_steps
-            kept.restart(cfg.env.n_envs, cfg.run.seed)
-            self.learner.environments_restarted()
+            self.pool = kept
+            self.restart_envs(cfg.env.n_envs, cfg.run.seed)
         except BaseException:
             for pool in pools if kept is None else [*pools, kept]:
                 with contextlib.suppress(Exception):  # the others still closed; the first error is raised
