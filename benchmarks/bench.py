@@ -303,7 +303,7 @@ def phases_bound(engine: NativeEngine, repeats: int, row_phases: np.ndarray) -> 
     worker: RolloutWorker | None = None
     try:
         # The governor's kept count: a row can end inside one of its trials (a quiet run tries one
-        # thread fewer once, ~20 s in, and goes back after three updates).
+        # thread fewer once, ~20 s in, and goes back after its trial).
         torch.set_num_threads(engine.threads.kept if engine.threads is not None else threads)
         learner = mean_seconds(lambda: engine.learner.update(batch, cfg.agent.lr), repeats)
         worker = RolloutWorker(actor_cfg, probe_spec(cfg.env), cfg.run.seed, 1, share)  # one thread, as an actor
@@ -335,9 +335,12 @@ def rlscale_default(algo: str, seconds: float, n_envs: int, overrides: dict | No
         return result.agent_steps
 
     try:
-        warmup = 2
-        rate = timed(update, seconds, warmup=warmup)
-        row_phases = np.array(phases[warmup:])
+        # Timed once the learner's threads have settled: a run's first look at one thread fewer comes ~20 s
+        # in (rlscale/training/threads.py), and beside a busy process a 45-s row was otherwise half start-up
+        # at two threads, which an hour's run pays once. The row prints how long its start took.
+        governor = engine.threads
+        rate = timed(update, seconds, warmup=2, settled=None if governor is None else lambda: governor.looked)
+        row_phases = np.array(phases[rate.warmup_loops:])
         steps, rollout, acting, learner = np.median(row_phases, axis=0)
         schedule = schedule_of(engine)
         # The bound is the actors' schedule's; a row whose start-up chose the serial pool has no Ray to lose.
@@ -406,8 +409,9 @@ def main() -> None:
                 rate, precision, split, schedule, bound = run()
             peer = "" if key.startswith("lean") else key.replace("rlscale", "lean")
             rows[key, busy] = Row(key, rate, precision, peer, split, schedule, bound)
+            settling = f", timed after {rate.warmup_seconds:.0f} s of updates" if not key.startswith("lean") else ""
             print(f"  {key:12s} {'busy' if busy else 'quiet'}: {rate.steps_per_s:7,.0f} agent steps/s "
-                  f"(learner {precision})", flush=True)
+                  f"(learner {precision}{settling})", flush=True)
 
     other_a2c = None
     if not args.no_other_pool:

@@ -39,6 +39,8 @@ def interleaved_medians(variants: dict[str, Callable[[], object]], repeats: int)
 class Rate:
     steps_per_s: float  # agent steps per second
     cores_busy: float  # the machine's busy CPU time over the wall time (2.0: both cores of two)
+    warmup_seconds: float = 0.0  # the untimed start of the loop
+    warmup_loops: int = 0  # its iterations
 
     @property
     def cpu_ms_per_step(self) -> float:
@@ -64,13 +66,22 @@ def busy_process() -> Iterator[None]:
         proc.wait()
 
 
-def timed(loop_once: Callable[[], int], seconds: float, warmup: int = 3) -> Rate:
+def timed(loop_once: Callable[[], int], seconds: float, warmup: int = 3,
+          settled: Callable[[], bool] | None = None, most_warmup_seconds: float = 120.0) -> Rate:
     """Agent steps per second of ``loop_once`` (returns the steps it took) over ``seconds``,
-    and how many cores the machine kept busy meanwhile (all processes: Ray's actors too)."""
+    and how many cores the machine kept busy meanwhile (all processes: Ray's actors too).
+
+    ``warmup`` iterations are not timed, and then, with ``settled``, more until it says the loop has
+    settled (at most ``most_warmup_seconds`` of warm-up in all)."""
+    began = time.perf_counter()
     for _ in range(warmup):
         loop_once()
+    while settled is not None and not settled() and time.perf_counter() - began < most_warmup_seconds:
+        loop_once()
+        warmup += 1
+    warmup_seconds = time.perf_counter() - began
     steps, start, busy = 0, time.perf_counter(), busy_cpu_seconds()
     while time.perf_counter() - start < seconds:
         steps += loop_once()
     wall = time.perf_counter() - start
-    return Rate(steps / wall, (busy_cpu_seconds() - busy) / wall)
+    return Rate(steps / wall, (busy_cpu_seconds() - busy) / wall, warmup_seconds, warmup)

@@ -27,10 +27,20 @@ quiet machine and a busy one, so the learner watches its own update times:
   kept the default Pong run at one thread, 0.65x its quiet speed, for
   minutes after they ended: docs/performance.md, 2026-11-27).
 
+A reading (a window's or a trial's) spans at least ``min_reading_seconds`` of
+learner time: more than ``window`` or ``trial`` updates where updates are short.
+A2C's Pong updates take 0.05-0.25 s, so three of them were a fifth of a second
+or so, and a moment of the host's could decide a trial: once, beside a busy
+process, the default A2C run's early look read one thread at 1.00x two and went
+back to two, which it then kept (it never saw its quiet speed), where A2C held
+at one thread ran at ~0.7x its quiet speed (2026-11-30, docs/performance.md).
+What made that trial read even was not recorded; in four more such starts the
+governor dropped to one thread through its slowdown check, with either rule.
+
 Nothing changes in the first ``settle_seconds`` (start-up is slow for other
 reasons) or for updates shorter than ``min_update_seconds`` (their timing is
 mostly noise, and so small a learner gains little from a thread team). A
-quiet run pays the early look (``trial`` updates at one thread fewer) and
+quiet run pays the early look (a trial's reading at one thread fewer) and
 keeps its threads. The thread count changes the convolutions' summation order,
 so a run whose threads changed is not bitwise the run it would have been:
 ``--learner-threads N`` fixes them.
@@ -52,16 +62,17 @@ from rlscale.models.precision import has_convolutions
 @dataclass
 class ThreadGovernor:
     most: int  # the full count: the machine's cores
-    window: int = 5  # updates whose median is one reading
+    window: int = 5  # the fewest updates whose median is one reading
     slowdown: float = 1.5  # a reading this many times the quiet one: a core has been taken
-    trial: int = 3  # updates whose median is a trial's reading
+    trial: int = 3  # the fewest updates whose median is a trial's reading
     margin: float = 1.1  # a trial count must be this much faster to be kept
     retry_seconds: float = 60.0  # the first wait between trials; doubled after each that changed nothing
     settle_seconds: float = 20.0  # no changes before this much time has passed
     min_update_seconds: float = 0.02  # shorter updates are not watched
+    min_reading_seconds: float = 1.0  # a reading spans at least this much learner time
     threads: int = field(init=False)
     quiet: dict[int, float] = field(default_factory=dict)  # threads -> the fastest reading at that count
-    _recent: deque[float] = field(init=False)
+    _recent: deque[tuple[float, float]] = field(init=False)  # the latest updates: (seconds per step, seconds)
     _trial_from: tuple[int, float] | None = None  # (threads, reading) a trial is compared against
     _start: float | None = None
     _last_trial: float = float("-inf")
@@ -73,7 +84,9 @@ class ThreadGovernor:
 
     def __post_init__(self) -> None:
         self.threads = self.most
-        self._recent = deque(maxlen=self.window)
+        # Enough updates for the longest reading: the watched ones take at least min_update_seconds.
+        longest = math.ceil(self.min_reading_seconds / max(self.min_update_seconds, 1e-3))
+        self._recent = deque(maxlen=max(self.window, self.trial, longest) + 1)
         self._wait = self.retry_seconds
 
     @property
@@ -81,6 +94,13 @@ class ThreadGovernor:
         """The count the governor keeps: the one in use, or, during a trial, the one the trial is measured
         against (which it goes back to unless the trial wins)."""
         return self.threads if self._trial_from is None else self._trial_from[0]
+
+    @property
+    def looked(self) -> bool:
+        """Whether a look at another thread count has ended and none is under way: after the first, a run
+        started beside a busy process has dropped to the count it keeps (benchmarks/bench.py times its
+        rows from there)."""
+        return self._trial_from is None and self._last_trial > float("-inf")
 
     def observe(self, seconds: float, steps: int, now: float) -> tuple[int, str] | None:
         """One update's learner time for ``steps`` agent steps, at ``now`` (seconds, monotonic).
@@ -91,10 +111,10 @@ class ThreadGovernor:
             self._start = now
         if seconds < self.min_update_seconds:
             return None
-        self._recent.append(seconds / max(1, steps))
-        if len(self._recent) < (self.window if self._trial_from is None else self.trial):
+        self._recent.append((seconds / max(1, steps), seconds))
+        reading = self._reading(self.window if self._trial_from is None else self.trial)
+        if reading is None:
             return None
-        reading = statistics.median(self._recent)
         self.quiet[self.threads] = min(reading, self.quiet.get(self.threads, reading))
         if self._trial_from is not None:
             return self._end_trial(reading, now)
@@ -117,6 +137,16 @@ class ThreadGovernor:
             return self._try(self.threads - 1, reading, now, "checking whether every core is free")
         if self.threads < self.most:
             return self._try(self.threads + 1, reading, now, "checking whether a core came free")
+        return None
+
+    def _reading(self, updates: int) -> float | None:
+        """The median seconds per step of the latest updates, at least ``updates`` of them and at least
+        ``min_reading_seconds`` in all; None until there are that many."""
+        total = 0.0
+        for n, (_, seconds) in enumerate(reversed(self._recent), start=1):
+            total += seconds
+            if n >= updates and total >= self.min_reading_seconds:
+                return statistics.median(per_step for per_step, _ in list(self._recent)[-n:])
         return None
 
     def _try(self, threads: int, reading: float, now: float, why: str) -> tuple[int, str]:
