@@ -81,7 +81,9 @@ def rlscale_loop(n_envs: int, seconds: float, serial: bool = False, measure: boo
     if cfg.run.actor_precision == "auto":
         print(f"    actors: {engine.pool.describe_inference()}", flush=True)
     try:
-        rate = timed(lambda: engine.update(cfg.agent.lr).agent_steps, seconds)
+        governor = engine.threads  # None where the threads are held (this benchmark's default: 2)
+        rate = timed(lambda: engine.update(cfg.agent.lr).agent_steps, seconds,
+                     settled=None if governor is None else lambda: governor.looked)  # as bench.py's rows
         memory = {} if serial else actor_memory(engine.pool)
     finally:
         engine.close()
