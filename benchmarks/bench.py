@@ -319,6 +319,14 @@ def phases_bound(engine: NativeEngine, repeats: int, row_phases: np.ndarray) -> 
     return Bound(batch.size, rollout, learner, float(row_rollout), float(row_learner))
 
 
+def threads_settled(engine: NativeEngine) -> Callable[[], bool] | None:
+    """For ``timed``'s warm-up: whether the learner's thread governor has ended its first look (None where the
+    threads are held). A run's first look at one thread fewer comes ~20 s in (rlscale/training/threads.py), and
+    beside a busy process a 45-s row was otherwise half start-up at two threads, which an hour's run pays once."""
+    governor = engine.threads
+    return None if governor is None else lambda: governor.looked
+
+
 def rlscale_default(algo: str, seconds: float, n_envs: int, overrides: dict | None = None,
                     bound_repeats: int = 0) -> tuple[Rate, str, Split, str, Bound | None]:
     """The default run's engine (``train pong`` / ``train pong --agent a2c``, with ``overrides``), updates back
@@ -335,11 +343,8 @@ def rlscale_default(algo: str, seconds: float, n_envs: int, overrides: dict | No
         return result.agent_steps
 
     try:
-        # Timed once the learner's threads have settled: a run's first look at one thread fewer comes ~20 s
-        # in (rlscale/training/threads.py), and beside a busy process a 45-s row was otherwise half start-up
-        # at two threads, which an hour's run pays once. The row prints how long its start took.
-        governor = engine.threads
-        rate = timed(update, seconds, warmup=2, settled=None if governor is None else lambda: governor.looked)
+        # Timed once the learner's threads have settled; the row prints how long its start took.
+        rate = timed(update, seconds, warmup=2, settled=threads_settled(engine))
         row_phases = np.array(phases[rate.warmup_loops:])
         steps, rollout, acting, learner = np.median(row_phases, axis=0)
         schedule = schedule_of(engine)

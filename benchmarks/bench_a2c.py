@@ -53,7 +53,7 @@ import os
 from pathlib import Path
 
 import torch
-from bench import rlscale_default
+from bench import rlscale_default, threads_settled
 from benchtiming import Rate, timed
 from lean import lean_a2c, random_pong
 
@@ -81,9 +81,7 @@ def rlscale_loop(n_envs: int, seconds: float, serial: bool = False, measure: boo
     if cfg.run.actor_precision == "auto":
         print(f"    actors: {engine.pool.describe_inference()}", flush=True)
     try:
-        governor = engine.threads  # None where the threads are held (this benchmark's default: 2)
-        rate = timed(lambda: engine.update(cfg.agent.lr).agent_steps, seconds,
-                     settled=None if governor is None else lambda: governor.looked)  # as bench.py's rows
+        rate = timed(lambda: engine.update(cfg.agent.lr).agent_steps, seconds, settled=threads_settled(engine))
         memory = {} if serial else actor_memory(engine.pool)
     finally:
         engine.close()

@@ -162,12 +162,10 @@ def test_the_start_up_thread_choice_beside_a_busy_process_is_the_quiet_choice(pr
     assert quiet == busy == expected, why
 
 
-def test_a_benchmark_row_is_timed_once_the_governors_first_look_has_ended():
+def test_a_benchmark_row_is_timed_once_the_governors_first_look_has_ended(monkeypatch):
     """benchmarks/bench.py's rlscale rows: beside a busy process the run's first ~20 s are at the count it drops;
     the timed part is the count it keeps."""
-    import sys  # noqa: PLC0415 - only this test reaches into benchmarks/
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "benchmarks"))
     from benchtiming import timed
 
     # No later looks (retry_seconds): the timed part is the kept count's alone.

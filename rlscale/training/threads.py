@@ -142,11 +142,12 @@ class ThreadGovernor:
     def _reading(self, updates: int) -> float | None:
         """The median seconds per step of the latest updates, at least ``updates`` of them and at least
         ``min_reading_seconds`` in all; None until there are that many."""
-        total = 0.0
-        for n, (_, seconds) in enumerate(reversed(self._recent), start=1):
+        per_steps, total = [], 0.0
+        for per_step, seconds in reversed(self._recent):
+            per_steps.append(per_step)
             total += seconds
-            if n >= updates and total >= self.min_reading_seconds:
-                return statistics.median(per_step for per_step, _ in list(self._recent)[-n:])
+            if len(per_steps) >= updates and total >= self.min_reading_seconds:
+                return statistics.median(per_steps)
         return None
 
     def _try(self, threads: int, reading: float, now: float, why: str) -> tuple[int, str]:
