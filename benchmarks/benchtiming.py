@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -56,14 +57,18 @@ def busy_cpu_seconds() -> float:
 
 @contextlib.contextmanager
 def busy_process() -> Iterator[None]:
-    """One core kept busy by a Python loop, as a browser tab or an indexer would."""
-    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    """One core kept busy by a Python loop, as a browser tab or an indexer would: another program's, not a
+    child of this process (its launcher exits at once), since a run counts its own children's time as its
+    own at start-up (rlscale/training/threads.py, cores_busy_elsewhere)."""
+    launcher = subprocess.run([sys.executable, "-c", "import subprocess, sys; print(subprocess.Popen([sys.executable, "
+                               "'-c', 'while True: pass'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)"],
+                              capture_output=True, text=True, timeout=30, check=True)
+    pid = int(launcher.stdout)
     try:
         time.sleep(0.5)
         yield
     finally:
-        proc.kill()
-        proc.wait()
+        os.kill(pid, signal.SIGKILL)
 
 
 def timed(loop_once: Callable[[], int], seconds: float, warmup: int = 3,

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -172,16 +173,22 @@ def ray_instance():
 
 @pytest.fixture
 def busy_core():
-    """A context manager that keeps one core busy with a Python loop, as a browser tab or an indexer would."""
+    """A context manager that keeps one core busy with a Python loop, as a browser tab or an indexer would:
+    another program's, not a descendant of this process (its parent exits at once and init adopts it), since
+    a run counts its own children's time as its own (rlscale/training/threads.py, cores_busy_elsewhere)."""
 
     @contextlib.contextmanager
-    def busy() -> Iterator[subprocess.Popen]:
-        proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    def busy() -> Iterator[int]:
+        launcher = subprocess.run(
+            [sys.executable, "-c", "import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', "
+             "'while True: pass'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)"],
+            capture_output=True, text=True, timeout=30, check=True)
+        pid = int(launcher.stdout)
         try:
-            yield proc
+            time.sleep(0.3)
+            yield pid
         finally:
-            proc.kill()
-            proc.wait(timeout=10)
+            os.kill(pid, signal.SIGKILL)
 
     return busy
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -181,3 +185,65 @@ def test_a_benchmark_row_is_timed_once_the_governors_first_look_has_ended(monkey
     rate = timed(update, 0.05, warmup=2, settled=lambda: governor.looked)
     assert governor.looked
     assert 2 in threads_timed[:rate.warmup_loops] and set(threads_timed[rate.warmup_loops:]) == {1}
+
+
+def test_a_governor_started_below_the_full_count_looks_for_a_free_core_once_settled():
+    governor = ThreadGovernor(2, start=1)
+    counts, notes = drive(governor, QUIET.get, 30)  # the busy process ended as the run started
+    assert counts[0] == 1
+    assert notes[0] == "trying 2: checking whether a core came free" and notes[1].startswith("keeping 2: ")
+    assert counts[-1] == 2
+
+
+def test_a_process_trees_ticks_are_its_own_and_its_descendants():
+    from rlscale.training.threads import tree_ticks
+
+    # pid: (parent, ticks); 10 is the root, 11 and 12 its children, 13 a grandchild, 20 and 21 elsewhere.
+    processes = {1: (0, 5), 10: (1, 100), 11: (10, 30), 12: (10, 7), 13: (11, 4), 20: (1, 50), 21: (20, 9)}
+    assert tree_ticks(10, processes) == 141
+    assert tree_ticks(11, processes) == 34
+    assert tree_ticks(99, processes) == 0  # ended: nothing of it left
+
+
+@pytest.mark.timeout(60)
+def test_a_core_busy_in_another_program_reads_as_busy_elsewhere_and_this_processs_children_are_its_own(busy_core):
+    from rlscale.training.threads import _process_ticks, cores_busy_elsewhere, tree_ticks
+
+    with busy_core():
+        assert cores_busy_elsewhere() >= 0.7  # the other worker of a test run may add to it, never take
+    # A child of this process (as an embedded Ray's daemons and actors are) counts in this process's tree:
+    # over the window its ticks are this run's own, which the reading takes off the machine's.
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        before, start = tree_ticks(os.getpid(), _process_ticks()), time.perf_counter()
+        time.sleep(0.5)
+        own = (tree_ticks(os.getpid(), _process_ticks()) - before) / os.sysconf("SC_CLK_TCK")
+        assert own / (time.perf_counter() - start) >= 0.5
+    finally:
+        child.kill()
+        child.wait(timeout=10)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif((os.cpu_count() or 1) != 2, reason="one busy core of two leaves one thread")
+def test_a_run_started_beside_another_programs_busy_core_starts_at_one_thread_and_says_why(busy_core):
+    from rlscale.config import build_config
+    from rlscale.training.engine import NativeEngine
+
+    # The default Pong PPO's passes (256 rows): a team of threads on a quiet machine.
+    cfg = build_config("pong", "ppo", {"pool": "serial", "warmup_max_steps": 0,
+                                       "learner_precision": "fp32", "learner_compile": "off",
+                                       "actor_precision": "fp32"})
+    threads = torch.get_num_threads()
+    try:
+        with busy_core():
+            engine = NativeEngine(cfg, cfg.env.n_envs)
+        try:
+            assert torch.get_num_threads() == 1 and engine.threads is not None and engine.threads.threads == 1
+            header = engine.describe()
+            assert "(1 thread: " in header and " busy elsewhere at start-up, adapted to the free cores)" in header, header
+        finally:
+            engine.close()
+    finally:
+        torch.set_num_threads(threads)

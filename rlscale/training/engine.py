@@ -32,7 +32,12 @@ from rlscale.models.nets import build_network
 from rlscale.models.precision import PrecisionChoice, choose_precision, has_convolutions
 from rlscale.rollout.choice import PoolChoice, ProbeLimits, probe
 from rlscale.rollout.worker import Batch, Pool, ResizeReport, SerialPool
-from rlscale.training.threads import ThreadGovernor, default_learner_threads
+from rlscale.training.threads import (
+    BUSY_ELSEWHERE_CORES,
+    ThreadGovernor,
+    cores_busy_elsewhere,
+    default_learner_threads,
+)
 
 if TYPE_CHECKING:
     from rlscale.distributed.ray_learners import LearnerGroup
@@ -159,9 +164,17 @@ class NativeEngine:
         if not threads:
             threads, self.threads_why = (default_learner_threads(model, pass_obs(), cores)
                                          if device.type == "cpu" and cfg.run.learners == 1 else (cores, "all cores"))
-        torch.set_num_threads(threads)
         adapt = (cfg.run.learner_threads == 0 and cfg.run.learners == 1 and threads > 1 and device.type == "cpu")
-        self.threads = ThreadGovernor(cores) if adapt else None
+        start = threads
+        if adapt:
+            # A core busy elsewhere already: start the probes and the run at one thread fewer (threads.py).
+            elsewhere = cores_busy_elsewhere()
+            if elsewhere is not None and elsewhere >= BUSY_ELSEWHERE_CORES:
+                start = max(1, threads - max(1, round(elsewhere)))
+                self.threads_why = (f"{elsewhere:.1f} core{'s' if elsewhere >= 1.05 else ''} busy elsewhere at "
+                                    f"start-up, {self.threads_why}")
+        torch.set_num_threads(start)
+        self.threads = ThreadGovernor(cores, start=start) if adapt else None
         if cfg.run.learner_precision == "auto":
             self.precision = choose_precision(model, pass_obs(), channels_last=cfg.run.channels_last)
             cfg = replace(cfg, run=replace(cfg.run, learner_precision=self.precision.precision))

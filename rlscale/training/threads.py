@@ -37,6 +37,15 @@ at one thread ran at ~0.7x its quiet speed (2026-11-30, docs/performance.md).
 What made that trial read even was not recorded; in four more such starts the
 governor dropped to one thread through its slowdown check, with either rule.
 
+A run starts at one thread fewer where, over half a second before its start-up probes, other processes
+(not this one, nor its children: an embedded Ray's daemons and actors) keep at least half a core busy
+(``cores_busy_elsewhere``). The pool probe then times its updates at the count the governor would come to:
+beside a busy process its updates ran on a two-thread team that waited for the descheduled thread, and the
+A2C probe kept the Ray actors (serial read 0.79-0.84x) where a quiet start takes the serial pool; held at one
+thread beside the busy process, the serial pool ran 1.17-1.24x the actors' speed
+(research/data/busy-pools-2026-11-30-xeon-amx.txt). Such a start looks at the full count after
+``settle_seconds``, as below (the busy process may have ended).
+
 Nothing changes in the first ``settle_seconds`` (start-up is slow for other
 reasons) or for updates shorter than ``min_update_seconds`` (their timing is
 mostly noise, and so small a learner gains little from a thread team). A
@@ -49,10 +58,13 @@ so a run whose threads changed is not bitwise the run it would have been:
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -70,6 +82,7 @@ class ThreadGovernor:
     settle_seconds: float = 20.0  # no changes before this much time has passed
     min_update_seconds: float = 0.02  # shorter updates are not watched
     min_reading_seconds: float = 1.0  # a reading spans at least this much learner time
+    start: int = 0  # the count it starts at (0: ``most``); below ``most`` where a core was busy at start-up
     threads: int = field(init=False)
     quiet: dict[int, float] = field(default_factory=dict)  # threads -> the fastest reading at that count
     _recent: deque[tuple[float, float]] = field(init=False)  # the latest updates: (seconds per step, seconds)
@@ -83,7 +96,7 @@ class ThreadGovernor:
     _failed_from: float | None = None
 
     def __post_init__(self) -> None:
-        self.threads = self.most
+        self.threads = self.start or self.most
         # Enough updates for the longest reading: the watched ones take at least min_update_seconds.
         longest = math.ceil(self.min_reading_seconds / max(self.min_update_seconds, 1e-3))
         self._recent = deque(maxlen=max(self.window, self.trial, longest) + 1)
@@ -224,3 +237,58 @@ def default_learner_threads(model: torch.nn.Module, obs: torch.Tensor, cores: in
     if seconds < TEAM_PASS_SECONDS:
         return 1, f"a pass takes {1e3 * seconds:.1f} ms on one thread: too short for a team"
     return cores, "adapted to the free cores"
+
+
+BUSY_ELSEWHERE_CORES = 0.5  # other processes keeping this much of the cores busy at start-up hold one
+BUSY_ELSEWHERE_SECONDS = 0.5  # the start-up reading's window
+
+
+def cores_busy_elsewhere(seconds: float = BUSY_ELSEWHERE_SECONDS) -> float | None:
+    """The cores that processes other than this one and its descendants kept busy over the next ``seconds``
+    (this process waits through them); None where /proc cannot be read (not Linux).
+
+    The machine's busy time (/proc/stat) less this process tree's (/proc/PID/stat, children reaped by
+    the tree included): an embedded Ray's daemons and actors, started by this process, are its own work,
+    not a busy core. A process outside the tree that exits within the window is counted as busy elsewhere."""
+    try:
+        busy, own = _machine_busy_ticks(), tree_ticks(os.getpid(), _process_ticks())
+        start = time.perf_counter()
+        time.sleep(seconds)
+        wall = time.perf_counter() - start
+        busy, own = _machine_busy_ticks() - busy, tree_ticks(os.getpid(), _process_ticks()) - own
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0.0, (busy - own) / os.sysconf("SC_CLK_TCK") / wall)
+
+
+def tree_ticks(root: int, processes: Mapping[int, tuple[int, int]]) -> int:
+    """The CPU ticks of ``root`` and its descendants, from ``processes``: pid -> (parent pid, ticks)."""
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in processes.items():
+        children.setdefault(parent, []).append(pid)
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += processes.get(pid, (0, 0))[1]
+        todo.extend(children.get(pid, ()))
+    return total
+
+
+def _machine_busy_ticks() -> int:
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(fields) - fields[3] - fields[4]  # all but idle and iowait
+
+
+def _process_ticks() -> dict[int, tuple[int, int]]:
+    """Every process's parent and CPU ticks (its own and its reaped children's: a child that ended and was
+    waited for stays in its parent's count)."""
+    processes = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended since the listing
+            continue
+        processes[int(entry.name)] = (int(fields[1]), sum(int(f) for f in fields[11:15]))
+    return processes
