@@ -56,19 +56,23 @@ def busy_cpu_seconds() -> float:
 
 
 @contextlib.contextmanager
-def busy_process() -> Iterator[None]:
+def busy_process(seconds_at_most: float = 3600.0) -> Iterator[None]:
     """One core kept busy by a Python loop, as a browser tab or an indexer would: another program's, not a
     child of this process (its launcher exits at once), since a run counts its own children's time as its
-    own at start-up (rlscale/training/threads.py, cores_busy_elsewhere)."""
-    launcher = subprocess.run([sys.executable, "-c", "import subprocess, sys; print(subprocess.Popen([sys.executable, "
-                               "'-c', 'while True: pass'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)"],
-                              capture_output=True, text=True, timeout=30, check=True)
+    own at start-up (rlscale/training/threads.py, cores_busy_elsewhere). No parent waits for it, so it ends
+    by itself after ``seconds_at_most``, should this process die before killing it."""
+    loop = f"import time\nend = time.monotonic() + {seconds_at_most}\nwhile time.monotonic() < end: pass"
+    launcher = subprocess.run(
+        [sys.executable, "-c", "import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', sys.argv[1]], "
+         "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)", loop],
+        capture_output=True, text=True, timeout=30, check=True)
     pid = int(launcher.stdout)
     try:
         time.sleep(0.5)
         yield
     finally:
-        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def timed(loop_once: Callable[[], int], seconds: float, warmup: int = 3,

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -172,25 +172,15 @@ def ray_instance():
 
 
 @pytest.fixture
-def busy_core():
+def busy_core(monkeypatch):
     """A context manager that keeps one core busy with a Python loop, as a browser tab or an indexer would:
-    another program's, not a descendant of this process (its parent exits at once and init adopts it), since
-    a run counts its own children's time as its own (rlscale/training/threads.py, cores_busy_elsewhere)."""
+    benchmarks/benchtiming.py's, another program's loop (not a child of this process, since a run counts its
+    own children's time as its own: rlscale/training/threads.py), which ends by itself after 10 minutes
+    (longer than any test) should this process die before killing it."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    from benchtiming import busy_process
 
-    @contextlib.contextmanager
-    def busy() -> Iterator[int]:
-        launcher = subprocess.run(
-            [sys.executable, "-c", "import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', "
-             "'while True: pass'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)"],
-            capture_output=True, text=True, timeout=30, check=True)
-        pid = int(launcher.stdout)
-        try:
-            time.sleep(0.3)
-            yield pid
-        finally:
-            os.kill(pid, signal.SIGKILL)
-
-    return busy
+    return functools.partial(busy_process, seconds_at_most=600)
 
 
 def run_command(args: list[str], timeout: float = 240, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -238,8 +228,6 @@ def _interruptible() -> None:
 def interrupt_when(proc: subprocess.Popen, ready, timeout: float, settle: float = 0.0,
                    sig: signal.Signals = signal.SIGINT) -> str:
     """Wait until ``ready()`` (the process must stay alive), then send ``sig``; its stderr."""
-    import time
-
     try:
         deadline = time.monotonic() + timeout
         while not ready():

@@ -170,8 +170,8 @@ class NativeEngine:
             # A core busy elsewhere already: start the probes and the run at one thread fewer (threads.py).
             elsewhere = cores_busy_elsewhere()
             if elsewhere is not None and elsewhere >= BUSY_ELSEWHERE_CORES:
-                start = max(1, threads - max(1, round(elsewhere)))
-                self.threads_why = (f"{elsewhere:.1f} core{'s' if elsewhere >= 1.05 else ''} busy elsewhere at "
+                start, cores_text = threads - 1, f"{elsewhere:.1f}"
+                self.threads_why = (f"{cores_text} core{'' if cores_text == '1.0' else 's'} busy elsewhere at "
                                     f"start-up, {self.threads_why}")
         torch.set_num_threads(start)
         self.threads = ThreadGovernor(cores, start=start) if adapt else None

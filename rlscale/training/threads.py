@@ -40,11 +40,10 @@ governor dropped to one thread through its slowdown check, with either rule.
 A run starts at one thread fewer where, over half a second before its start-up probes, other processes
 (not this one, nor its children: an embedded Ray's daemons and actors) keep at least half a core busy
 (``cores_busy_elsewhere``). The pool probe then times its updates at the count the governor would come to:
-beside a busy process its updates ran on a two-thread team that waited for the descheduled thread, and the
-A2C probe kept the Ray actors (serial read 0.79-0.84x) where a quiet start takes the serial pool; held at one
-thread beside the busy process, the serial pool ran 1.17-1.24x the actors' speed
-(research/data/busy-pools-2026-11-30-xeon-amx.txt). Such a start looks at the full count after
-``settle_seconds``, as below (the busy process may have ended).
+on a two-thread team beside a busy process the A2C probe kept the Ray actors in five of the six busy starts
+measured (serial 0.79-0.97x), where quiet starts mostly take the serial pool; held at one thread beside the
+busy process, the serial pool ran 1.17-1.24x the actors' speed (research/data/busy-pools-2026-11-30-xeon-amx.txt).
+Such a start looks for a free core after ``settle_seconds`` (the busy process may have ended).
 
 Nothing changes in the first ``settle_seconds`` (start-up is slow for other
 reasons) or for updates shorter than ``min_update_seconds`` (their timing is
@@ -96,7 +95,12 @@ class ThreadGovernor:
     _failed_from: float | None = None
 
     def __post_init__(self) -> None:
+        if not 0 <= self.start <= self.most:
+            raise ValueError(f"a governor of {self.most} threads cannot start at {self.start}")
         self.threads = self.start or self.most
+        # A start below the full count has read the load already: its first look is for a free core, and
+        # the early look at one thread fewer (for a start that cannot tell it is slow) is not needed.
+        self._explored = self.threads < self.most
         # Enough updates for the longest reading: the watched ones take at least min_update_seconds.
         longest = math.ceil(self.min_reading_seconds / max(self.min_update_seconds, 1e-3))
         self._recent = deque(maxlen=max(self.window, self.trial, longest) + 1)
@@ -247,48 +251,63 @@ def cores_busy_elsewhere(seconds: float = BUSY_ELSEWHERE_SECONDS) -> float | Non
     """The cores that processes other than this one and its descendants kept busy over the next ``seconds``
     (this process waits through them); None where /proc cannot be read (not Linux).
 
-    The machine's busy time (/proc/stat) less this process tree's (/proc/PID/stat, children reaped by
-    the tree included): an embedded Ray's daemons and actors, started by this process, are its own work,
-    not a busy core. A process outside the tree that exits within the window is counted as busy elsewhere."""
+    The machine's busy time (/proc/stat) less this process tree's (``own_ticks``): an embedded Ray's daemons
+    and actors, started by this process, are its own work, not a busy core. The hypervisor's steal counts as
+    busy elsewhere (a vCPU taken away stalls a team of threads as another program does). A process outside
+    the tree that ends within the window, or one of the tree's that init adopts and that ends within it, is
+    counted as busy elsewhere."""
     try:
-        busy, own = _machine_busy_ticks(), tree_ticks(os.getpid(), _process_ticks())
-        start = time.perf_counter()
+        began = time.perf_counter()
+        busy, before = _machine_busy_ticks(), _process_ticks()
         time.sleep(seconds)
-        wall = time.perf_counter() - start
-        busy, own = _machine_busy_ticks() - busy, tree_ticks(os.getpid(), _process_ticks()) - own
+        busy, after = _machine_busy_ticks() - busy, _process_ticks()
+        wall = time.perf_counter() - began
     except (OSError, ValueError, IndexError):
         return None
-    return max(0.0, (busy - own) / os.sysconf("SC_CLK_TCK") / wall)
+    return max(0.0, (busy - own_ticks(os.getpid(), before, after)) / os.sysconf("SC_CLK_TCK") / wall)
 
 
-def tree_ticks(root: int, processes: Mapping[int, tuple[int, int]]) -> int:
-    """The CPU ticks of ``root`` and its descendants, from ``processes``: pid -> (parent pid, ticks)."""
+def own_ticks(root: int, before: Mapping[int, tuple[int, int, int]], after: Mapping[int, tuple[int, int, int]]) -> int:
+    """The CPU ticks that ``root`` and its descendants took between two snapshots, each pid -> (parent pid,
+    ticks, start time). A child that ended and was waited for by the tree moves into its parent's ticks (the
+    kernel adds it to the parent's children's time), so the tree's totals carry it; a descendant that init
+    adopted (its parent ended) and still runs is counted by its own difference."""
+    tree_before, tree_after = descendants(root, before), descendants(root, after)
+    adopted = [pid for pid in tree_before - tree_after if pid in after and after[pid][2] == before[pid][2]]
+    return (sum(after[pid][1] for pid in tree_after) - sum(before[pid][1] for pid in tree_before)
+            + sum(after[pid][1] for pid in adopted))
+
+
+def descendants(root: int, processes: Mapping[int, tuple[int, int, int]]) -> set[int]:
+    """``root`` and every process below it, from ``processes``: pid -> (parent pid, ...)."""
     children: dict[int, list[int]] = {}
-    for pid, (parent, _) in processes.items():
+    for pid, (parent, *_) in processes.items():
         children.setdefault(parent, []).append(pid)
-    total, todo = 0, [root]
+    tree: set[int] = set()
+    todo = [root] if root in processes else []
     while todo:
         pid = todo.pop()
-        total += processes.get(pid, (0, 0))[1]
-        todo.extend(children.get(pid, ()))
-    return total
+        if pid not in tree:  # a pid reused within one scan could make a loop
+            tree.add(pid)
+            todo.extend(children.get(pid, ()))
+    return tree
 
 
 def _machine_busy_ticks() -> int:
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return sum(fields) - fields[3] - fields[4]  # all but idle and iowait
+    # user nice system idle iowait irq softirq steal (guest time is in user's already): all but idle and iowait
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return sum(fields) - fields[3] - fields[4]
 
 
-def _process_ticks() -> dict[int, tuple[int, int]]:
-    """Every process's parent and CPU ticks (its own and its reaped children's: a child that ended and was
-    waited for stays in its parent's count)."""
+def _process_ticks() -> dict[int, tuple[int, int, int]]:
+    """Every process's parent, CPU ticks (its own and its waited-for children's) and start time."""
     processes = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            fields = (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()  # a name may hold ")" or bytes
         except OSError:  # ended since the listing
             continue
-        processes[int(entry.name)] = (int(fields[1]), sum(int(f) for f in fields[11:15]))
+        processes[int(entry.name)] = (int(fields[1]), sum(int(f) for f in fields[11:15]), int(fields[19]))
     return processes
