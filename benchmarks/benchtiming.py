@@ -51,7 +51,8 @@ class Rate:
 
 def busy_cpu_seconds() -> float:
     """CPU seconds the whole machine has spent busy since boot (/proc/stat: all but idle and iowait)."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    # user nice system idle iowait irq softirq steal (guest time is in user's already)
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
     return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
@@ -67,12 +68,15 @@ def busy_process(seconds_at_most: float = 3600.0) -> Iterator[None]:
          "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)", loop],
         capture_output=True, text=True, timeout=30, check=True)
     pid = int(launcher.stdout)
+    # A handle on this process, not on its pid: once the loop has ended by itself, the pid may be another's.
+    handle = os.pidfd_open(pid)
     try:
         time.sleep(0.5)
         yield
     finally:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+            signal.pidfd_send_signal(handle, signal.SIGKILL)
+        os.close(handle)
 
 
 def timed(loop_once: Callable[[], int], seconds: float, warmup: int = 3,

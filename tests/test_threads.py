@@ -216,10 +216,12 @@ def test_a_process_trees_ticks_are_its_own_and_its_descendants():
     after = {1: (0, 5, 0), 10: (1, 100 + 10 + 10 + 32, 1), 13: (1, 10, 4), 14: (10, 2, 7), 20: (1, 90, 5),
              21: (20, 9, 6)}
     assert own_ticks(10, before, after) == 10 + 3 + 2 + 6 + 2
-    # Had 13 ended too (init waits for it: its ticks leave the tree's count) and its pid gone to another
-    # process, that one is not the adopted child: 13's work over the window, and its 4 before, are lost.
-    reused = {**after, 13: (1, 1, 8)}
-    assert own_ticks(10, before, reused) == 10 + 3 + 2 + 2 - 4
+    # Had the adopted 13 ended too (init waits for it: its ticks leave the tree's count), its work over the
+    # window is lost, and its 4 from before are not taken off as if they were the window's; the same where its
+    # pid has gone to another process since.
+    ended = {pid: row for pid, row in after.items() if pid != 13}
+    assert own_ticks(10, before, ended) == 10 + 3 + 2 + 2
+    assert own_ticks(10, before, {**ended, 13: (1, 1, 8)}) == 10 + 3 + 2 + 2
 
 
 def test_the_busy_elsewhere_reading_is_the_machines_busy_time_less_this_process_trees(monkeypatch):
@@ -240,7 +242,7 @@ def test_the_busy_elsewhere_reading_is_the_machines_busy_time_less_this_process_
 
 @pytest.mark.timeout(60)
 @pytest.mark.skipif(not Path("/proc/stat").is_file(), reason="reads /proc")
-def test_a_core_busy_in_another_program_reads_as_busy_elsewhere_and_a_child_is_in_this_processes_tree(busy_core):
+def test_a_core_busy_in_another_program_reads_as_busy_elsewhere_and_a_child_is_in_this_process_tree(busy_core):
     from rlscale.training.threads import _process_ticks, cores_busy_elsewhere, own_ticks
 
     with busy_core():

@@ -58,7 +58,7 @@ def main() -> None:
                     line = (f"round {r} {'busy ' if busy else 'quiet'}: chose {c.chosen:6s} serial {c.serial_speedup:.3f}x "
                             f"the actors ({c.serial_seconds * 1e3:.3f} vs {c.actors_seconds * 1e3:.3f} ms an agent step, "
                             f"{c.timed} timed each, probe {c.probe_seconds:.1f} s; learner started at "
-                            f"{engine.threads.start or engine.threads.most if engine.threads else '-'} threads)")
+                            f"{engine.threads.start or engine.threads.most if engine.threads else '-'} thread(s))")
                     if args.seconds:
                         line += f"; end to end {c.chosen} {rate(engine, args.seconds):.0f}/s"
                 finally:

@@ -40,9 +40,10 @@ governor dropped to one thread through its slowdown check, with either rule.
 A run starts at one thread fewer where, over half a second before its start-up probes, other processes
 (not this one, nor its children: an embedded Ray's daemons and actors) keep at least half a core busy
 (``cores_busy_elsewhere``). The pool probe then times its updates at the count the governor would come to:
-on a two-thread team beside a busy process the A2C probe kept the Ray actors in five of the six busy starts
-measured (serial 0.79-0.97x), where quiet starts mostly take the serial pool; held at one thread beside the
-busy process, the serial pool ran 1.17-1.24x the actors' speed (research/data/busy-pools-2026-11-30-xeon-amx.txt).
+on a two-thread team beside a busy process the A2C probe kept the Ray actors in six of the seven busy
+starts measured (serial 0.79-0.97x), where an EPYC's quiet starts took the serial pool every time; held at
+one thread beside the busy process, the serial pool ran 1.17-1.24x the actors' speed
+(research/data/busy-pools-2026-11-30-xeon-amx.txt).
 Such a start looks for a free core after ``settle_seconds`` (the busy process may have ended).
 
 Nothing changes in the first ``settle_seconds`` (start-up is slow for other
@@ -89,7 +90,7 @@ class ThreadGovernor:
     _start: float | None = None
     _last_trial: float = float("-inf")
     _wait: float = field(init=False)
-    _explored: bool = False  # the one look at one thread fewer, early in the run
+    _explored: bool = field(init=False, default=False)  # the one look at one thread fewer, early in the run
     # The reading at the current count when a look at more threads last failed: a reading this much
     # faster (``margin``) means the load changed since, so the doubled wait no longer applies.
     _failed_from: float | None = None
@@ -260,8 +261,9 @@ def cores_busy_elsewhere(seconds: float = BUSY_ELSEWHERE_SECONDS) -> float | Non
         began = time.perf_counter()
         busy, before = _machine_busy_ticks(), _process_ticks()
         time.sleep(seconds)
-        busy, after = _machine_busy_ticks() - busy, _process_ticks()
-        wall = time.perf_counter() - began
+        busy = _machine_busy_ticks() - busy
+        wall = time.perf_counter() - began  # the machine's window: the second scan below takes as long as the first
+        after = _process_ticks()
     except (OSError, ValueError, IndexError):
         return None
     return max(0.0, (busy - own_ticks(os.getpid(), before, after)) / os.sysconf("SC_CLK_TCK") / wall)
@@ -269,13 +271,22 @@ def cores_busy_elsewhere(seconds: float = BUSY_ELSEWHERE_SECONDS) -> float | Non
 
 def own_ticks(root: int, before: Mapping[int, tuple[int, int, int]], after: Mapping[int, tuple[int, int, int]]) -> int:
     """The CPU ticks that ``root`` and its descendants took between two snapshots, each pid -> (parent pid,
-    ticks, start time). A child that ended and was waited for by the tree moves into its parent's ticks (the
-    kernel adds it to the parent's children's time), so the tree's totals carry it; a descendant that init
-    adopted (its parent ended) and still runs is counted by its own difference."""
+    ticks, start time).
+
+    A child that ended and was waited for by its parent moves into the parent's ticks (the kernel adds it to
+    the parent's children's time), so the tree's totals carry it: a process of the first snapshot's tree whose
+    parent still runs is counted as a difference. A descendant that init adopted (its parent ended) and still
+    runs is counted by its own difference. One whose parent ended and that ended too went to init with its
+    ticks: its work over the window is lost (counted as busy elsewhere), and its ticks from before are not
+    taken off (they would be, in full, as if it had done them in the window)."""
+    def same(pid: int) -> bool:  # the same process in both snapshots (a pid may be reused)
+        return pid in after and after[pid][2] == before[pid][2]
+
     tree_before, tree_after = descendants(root, before), descendants(root, after)
-    adopted = [pid for pid in tree_before - tree_after if pid in after and after[pid][2] == before[pid][2]]
-    return (sum(after[pid][1] for pid in tree_after) - sum(before[pid][1] for pid in tree_before)
-            + sum(after[pid][1] for pid in adopted))
+    adopted = [pid for pid in tree_before - tree_after if same(pid)]
+    carried = [pid for pid in tree_before if same(pid) or (before[pid][0] in before and same(before[pid][0]))]
+    return (sum(after[pid][1] for pid in tree_after) + sum(after[pid][1] for pid in adopted)
+            - sum(before[pid][1] for pid in carried))
 
 
 def descendants(root: int, processes: Mapping[int, tuple[int, int, int]]) -> set[int]:
