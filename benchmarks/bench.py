@@ -67,7 +67,7 @@ import numpy as np
 import torch
 from bench_small_learners import SmallRows
 from bench_small_learners import measure as small_learner_rows
-from benchtiming import Rate, busy_cpu_seconds, busy_process, timed
+from benchtiming import Rate, busy_process, timed
 from lean import lean_a2c, lean_ppo, pong_network, random_pong
 
 from rlscale import tags
@@ -81,6 +81,7 @@ from rlscale.models.precision import (
 )
 from rlscale.rollout.worker import RolloutWorker, sample_actions
 from rlscale.training.engine import NativeEngine
+from rlscale.training.threads import cores_busy_elsewhere
 
 
 def cpu_model() -> str:
@@ -381,9 +382,7 @@ def main() -> None:
                    help="leave out the schedule's bound timed after each quiet rlscale row on Ray actors (~15 s each)")
     args = p.parse_args()
     print(f"CPU: {cpu_kind()}", flush=True)
-    before = busy_cpu_seconds()
-    time.sleep(2.0)
-    others = (busy_cpu_seconds() - before) / 2.0
+    others = cores_busy_elsewhere(2.0)  # the reading a run's start takes, over a longer window
     print(f"cores busy before the benchmark (other processes): {others:.2f}"
           + ("  -- not a quiet machine: the quiet rows are not quiet" if others > 0.2 else ""), flush=True)
     torch.set_num_threads(os.cpu_count() or 1)  # the lean peers use every core, as the default run does

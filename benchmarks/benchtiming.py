@@ -11,7 +11,8 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+
+from rlscale.training.threads import machine_busy_ticks
 
 
 def interleaved_medians(variants: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
@@ -51,9 +52,7 @@ class Rate:
 
 def busy_cpu_seconds() -> float:
     """CPU seconds the whole machine has spent busy since boot (/proc/stat: all but idle and iowait)."""
-    # user nice system idle iowait irq softirq steal (guest time is in user's already)
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+    return machine_busy_ticks() / os.sysconf("SC_CLK_TCK")
 
 
 @contextlib.contextmanager

@@ -234,7 +234,7 @@ def test_the_busy_elsewhere_reading_is_the_machines_busy_time_less_this_process_
     machine = iter([5000, 5000 + 150])  # 1.5 s of ticks at 100 a second over the window
     clock = iter([10.0, 11.0])  # a one-second window
     monkeypatch.setattr(threads, "_process_ticks", lambda: next(snapshots))
-    monkeypatch.setattr(threads, "_machine_busy_ticks", lambda: next(machine))
+    monkeypatch.setattr(threads, "machine_busy_ticks", lambda: next(machine))
     monkeypatch.setattr(threads, "time", types.SimpleNamespace(perf_counter=lambda: next(clock), sleep=lambda s: None))
     monkeypatch.setattr(threads.os, "sysconf", lambda name: 100)
     assert threads.cores_busy_elsewhere() == pytest.approx(0.9)  # (150 - this process's 60) / 100 / 1 s

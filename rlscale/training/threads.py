@@ -259,9 +259,9 @@ def cores_busy_elsewhere(seconds: float = BUSY_ELSEWHERE_SECONDS) -> float | Non
     counted as busy elsewhere."""
     try:
         began = time.perf_counter()
-        busy, before = _machine_busy_ticks(), _process_ticks()
+        busy, before = machine_busy_ticks(), _process_ticks()
         time.sleep(seconds)
-        busy = _machine_busy_ticks() - busy
+        busy = machine_busy_ticks() - busy
         wall = time.perf_counter() - began  # the machine's window: the second scan below takes as long as the first
         after = _process_ticks()
     except (OSError, ValueError, IndexError):
@@ -304,7 +304,8 @@ def descendants(root: int, processes: Mapping[int, tuple[int, int, int]]) -> set
     return tree
 
 
-def _machine_busy_ticks() -> int:
+def machine_busy_ticks() -> int:
+    """Clock ticks the whole machine has spent busy since boot (/proc/stat; benchmarks/benchtiming.py reads it too)."""
     # user nice system idle iowait irq softirq steal (guest time is in user's already): all but idle and iowait
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
     return sum(fields) - fields[3] - fields[4]
