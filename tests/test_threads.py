@@ -16,14 +16,14 @@ from rlscale.training.threads import ThreadGovernor
 
 
 def drive(governor: ThreadGovernor, seconds_per_step, updates: int, start: float = 0.0,
-          period: float = 2.0, seed: int = 0) -> tuple[list[int], list[str]]:
+          period: float = 2.0, seed: int = 0, elsewhere: float | None = None) -> tuple[list[int], list[str]]:
     """Feed ``updates`` updates of 1,024 steps ``period`` seconds apart, each taking
-    seconds_per_step(threads) ms per step x 10 % noise."""
+    seconds_per_step(threads) ms per step x 10 % noise; ``elsewhere``: the cores busy elsewhere it reads."""
     rng = np.random.default_rng(seed)
     counts, notes = [], []
     for i in range(updates):
         seconds = 1024e-3 * seconds_per_step(governor.threads) * rng.uniform(0.95, 1.05)
-        change = governor.observe(seconds, 1024, start + i * period)
+        change = governor.observe(seconds, 1024, start + i * period, elsewhere)
         if change is not None:
             notes.append(change[1])
         counts.append(governor.threads)
@@ -101,6 +101,92 @@ def test_a_machine_slower_at_every_count_keeps_its_threads():
     counts, notes = drive(governor, lambda t: 2 * QUIET[t], 50, start=100)
     assert counts[-1] == 2
     assert notes[0].startswith("trying 1") and notes[1].startswith("back to 2: 1 ran at 0.")
+
+
+def test_a_machine_that_slows_with_no_core_busy_elsewhere_looks_at_one_thread_fewer_ever_more_rarely():
+    """A host's other tenants slow every count alike: a look at one thread fewer each minute goes back each time
+    (the default Pong run on a drifting host did so every minute or two); where the run reads that no other
+    program holds a core, the looks wait twice as long after each that changed nothing."""
+    def looks(elsewhere: float | None) -> list[str]:
+        governor = ThreadGovernor(2)
+        drive(governor, QUIET.get, 50, elsewhere=elsewhere)  # the early look, and back to 2
+        counts, notes = drive(governor, lambda t: 2 * QUIET[t], 600, start=100, elsewhere=elsewhere)  # 20 min slow
+        assert counts[-1] == 2 and all(n.startswith("back to 2") for n in notes[1::2])
+        return notes[0::2]
+
+    unknown, quiet = looks(None), looks(0.1)
+    assert len(unknown) >= 15 and unknown[0].endswith("slower than their quietest at 2: a core is busy elsewhere")
+    # After the early look's (60 s -> 120 s), the waits double: 120, 240, 480 s... in 20 minutes at most four.
+    assert 1 <= len(quiet) <= 4
+    assert quiet[0].endswith(", no core busy elsewhere (0.1): checking whether one thread fewer is faster")
+
+
+def test_a_core_taken_by_another_program_drops_a_thread_at_once_after_the_machines_own_slowdowns():
+    """Looks grown rare on a slow host do not delay the answer to a busy process: the reading says one is there."""
+    governor = ThreadGovernor(2)
+    drive(governor, QUIET.get, 50, elsewhere=0.0)
+    drive(governor, lambda t: 2 * QUIET[t], 600, start=100, elsewhere=0.0)  # 20 min of the host's slowdowns
+    assert governor._wait >= 8 * governor.retry_seconds
+    counts, notes = drive(governor, BUSY.get, 100, start=1_300, elsewhere=1.0)
+    assert counts.index(1) <= governor.window + governor.trial
+    assert notes[0].endswith(": 1.0 core busy elsewhere") and notes[1].startswith("keeping 1: ")
+
+
+def test_the_busy_elsewhere_reading_is_taken_at_most_every_few_seconds(monkeypatch):
+    """A run reads it at each update (A2C's take ~0.1 s): /proc is read once per ``every`` seconds."""
+    import types
+
+    from rlscale.training import threads
+
+    me, scans = os.getpid(), []
+    snapshots = iter([{me: (1, 1000, 0)}, {me: (1, 1100, 0)}, {me: (1, 1150, 0)}])
+    machine = iter([5000, 5300, 5400])
+    clock = iter([10.0, 11.0, 12.0, 12.5, 14.0])
+
+    def scan():
+        scans.append(1)
+        return next(snapshots)
+
+    monkeypatch.setattr(threads, "_process_ticks", scan)
+    monkeypatch.setattr(threads, "machine_busy_ticks", lambda: next(machine))
+    monkeypatch.setattr(threads, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
+    monkeypatch.setattr(threads.os, "sysconf", lambda name: 100)
+    meter = threads.BusyElsewhere(every=2.0)
+    assert meter.read() is None and len(scans) == 1  # the first reading only starts the window
+    assert meter.read() is None and len(scans) == 1  # 1 s later: too soon, nothing read
+    assert meter.read() == pytest.approx(1.0) and len(scans) == 2  # (300 - this process's 100) / 100 / 2 s
+    assert meter.read() == pytest.approx(1.0) and len(scans) == 2  # 0.5 s later: the last reading
+    assert meter.read() == pytest.approx(0.25) and len(scans) == 3  # (100 - 50) / 100 / 2 s
+
+
+def test_the_engine_hands_the_governor_what_it_reads_busy_elsewhere(monkeypatch):
+    """Each update's learner time goes to the governor with the latest reading of the cores busy elsewhere."""
+    from rlscale.config import build_config
+    from rlscale.training import engine as engine_module
+    from rlscale.training import threads
+
+    # A governed learner without the Nature CNN's cost: CartPole's, given a team as a convolutional one gets.
+    monkeypatch.setattr(engine_module, "default_learner_threads", lambda model, obs, cores: (2, "a team"))
+    monkeypatch.setattr(engine_module, "cores_busy_elsewhere", lambda: 0.0)
+    monkeypatch.setattr(threads.BusyElsewhere, "read", lambda self: 0.25)
+    seen = []
+    real_observe = ThreadGovernor.observe
+
+    def observe(self, seconds, steps, now, elsewhere=None):
+        seen.append(elsewhere)
+        return real_observe(self, seconds, steps, now, elsewhere)
+
+    monkeypatch.setattr(ThreadGovernor, "observe", observe)
+    threads_before = torch.get_num_threads()
+    engine = engine_module.NativeEngine(build_config("cartpole", None, {"pool": "serial", "n_envs": 4}), 4)
+    try:
+        assert engine.threads is not None
+        for _ in range(3):
+            engine.update(engine.cfg.agent.lr)
+    finally:
+        engine.close()
+        torch.set_num_threads(threads_before)
+    assert seen == [0.25] * 3
 
 
 def test_short_updates_are_left_alone():

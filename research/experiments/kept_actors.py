@@ -1,7 +1,8 @@
 """Why the Ray actors ran slower in an engine whose start-up probe chose them than in one pinned to them.
 
-Three engines live side by side in one process (one Ray, a logical CPU for each actor), each timed in turn in windows of updates back to
-back (agent steps/s), so that the host's drift weighs on all alike:
+The engines (--variants: any of these) live side by side in one process (one Ray, a logical CPU for each
+actor), each timed in turn in windows of updates back to back (agent steps/s), so that the host's drift
+weighs on all alike:
 
     chosen    --pool auto with the probe's choice forced to the actors (rlscale.rollout.choice.choose)
     pinned    --pool actors, no probe

@@ -34,6 +34,7 @@ from rlscale.rollout.choice import PoolChoice, ProbeLimits, probe
 from rlscale.rollout.worker import Batch, Pool, ResizeReport, SerialPool
 from rlscale.training.threads import (
     BUSY_ELSEWHERE_CORES,
+    BusyElsewhere,
     ThreadGovernor,
     cores_busy_elsewhere,
     default_learner_threads,
@@ -175,6 +176,8 @@ class NativeEngine:
                                     f"start-up, {self.threads_why}")
         torch.set_num_threads(start)
         self.threads = ThreadGovernor(cores, start=start) if adapt else None
+        # What the governor reads when updates slow: whether another program took a core (BusyElsewhere).
+        self.busy_elsewhere = BusyElsewhere() if adapt else None
         if cfg.run.learner_precision == "auto":
             self.precision = choose_precision(model, pass_obs(), channels_last=cfg.run.channels_last)
             cfg = replace(cfg, run=replace(cfg.run, learner_precision=self.precision.precision))
@@ -290,7 +293,8 @@ class NativeEngine:
         metrics[tags.ACTING_SECONDS] = batch.acting_seconds
         metrics[tags.LEARNER_SECONDS] = learned - collected
         if self.threads is not None:
-            change = self.threads.observe(learned - collected, batch.size, learned)
+            elsewhere = self.busy_elsewhere.read() if self.busy_elsewhere is not None else None
+            change = self.threads.observe(learned - collected, batch.size, learned, elsewhere)
             if change is not None:
                 threads, why = change
                 if threads != torch.get_num_threads():

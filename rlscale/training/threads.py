@@ -13,7 +13,13 @@ quiet machine and a busy one, so the learner watches its own update times:
 * when the median of the last ``window`` updates is ``slowdown`` times that
   quiet median (at most every ``retry_seconds``), it tries one thread fewer
   for ``trial`` updates, and keeps it where that was ``margin`` faster, else
-  goes back;
+  goes back. That is for another program taking a core, and the run reads
+  whether one did (``BusyElsewhere``, every ``BUSY_ELSEWHERE_EVERY`` seconds):
+  where none did, the machine itself slowed (a host's other tenants), which
+  one thread fewer rarely mends, and the look waits as the other looks do
+  (below). On a host whose speed drifted by a third within minutes, the
+  default Pong run looked every minute or two and went back every time
+  (docs/performance.md, 2026-11-30);
 * once, early (after ``settle_seconds``), it tries one thread fewer whatever
   the times say: a run that starts beside a busy process never sees its
   quiet speed, so it cannot tell that it is slow (measured: the default Pong
@@ -120,8 +126,9 @@ class ThreadGovernor:
         rows from there)."""
         return self._trial_from is None and self._last_trial > float("-inf")
 
-    def observe(self, seconds: float, steps: int, now: float) -> tuple[int, str] | None:
-        """One update's learner time for ``steps`` agent steps, at ``now`` (seconds, monotonic).
+    def observe(self, seconds: float, steps: int, now: float, elsewhere: float | None = None) -> tuple[int, str] | None:
+        """One update's learner time for ``steps`` agent steps, at ``now`` (seconds, monotonic); ``elsewhere``:
+        the cores other programs kept busy lately (``BusyElsewhere``), None where unknown.
 
         Returns (the thread count to set, why) when it should change, else None.
         """
@@ -139,12 +146,18 @@ class ThreadGovernor:
         if now - self._start < self.settle_seconds:
             return None
         since = now - self._last_trial
-        if (self.threads > 1 and since >= self.retry_seconds
-                and reading >= self.slowdown * self.quiet[self.threads]):
-            ratio = reading / self.quiet[self.threads]
-            return self._try(self.threads - 1, reading, now,
-                             f"updates {ratio:.1f}x slower than their quietest at {self.threads}: "
-                             "a core is busy elsewhere")
+        if self.threads > 1 and reading >= self.slowdown * self.quiet[self.threads]:
+            slower = f"updates {reading / self.quiet[self.threads]:.1f}x slower than their quietest at {self.threads}"
+            if elsewhere is None and since >= self.retry_seconds:
+                return self._try(self.threads - 1, reading, now, f"{slower}: a core is busy elsewhere")
+            if elsewhere is not None and elsewhere >= BUSY_ELSEWHERE_CORES and since >= self.retry_seconds:
+                return self._try(self.threads - 1, reading, now, f"{slower}: {elsewhere:.1f} core{'' if elsewhere < 1.05 else 's'} "
+                                 "busy elsewhere")
+            if elsewhere is not None and elsewhere < BUSY_ELSEWHERE_CORES and since >= self._wait:
+                # No other program holds a core: the machine itself slowed (a host's other tenants), which
+                # one thread fewer rarely helps. Still looked at, but after the doubling wait (see the docstring).
+                return self._try(self.threads - 1, reading, now, f"{slower}, no core busy elsewhere "
+                                 f"({elsewhere:.1f}): checking whether one thread fewer is faster")
         if self._failed_from is not None and self._failed_from >= self.margin * reading:
             self._wait, self._failed_from = self.retry_seconds, None
         if since < self._wait:
@@ -248,25 +261,56 @@ BUSY_ELSEWHERE_CORES = 0.5  # other processes keeping this much of the cores bus
 BUSY_ELSEWHERE_SECONDS = 0.5  # the start-up reading's window
 
 
-def cores_busy_elsewhere(seconds: float = BUSY_ELSEWHERE_SECONDS) -> float | None:
-    """The cores that processes other than this one and its descendants kept busy over the next ``seconds``
-    (this process waits through them); None where /proc cannot be read (not Linux).
+BUSY_ELSEWHERE_EVERY = 2.0  # seconds between a run's readings of the cores busy elsewhere
+
+
+@dataclass
+class BusyElsewhere:
+    """The cores that processes other than this one and its descendants kept busy between one reading and the
+    next, read without waiting; a reading sooner than ``every`` seconds after the last returns the last.
 
     The machine's busy time (/proc/stat) less this process tree's (``own_ticks``): an embedded Ray's daemons
     and actors, started by this process, are its own work, not a busy core. The hypervisor's steal counts as
     busy elsewhere (a vCPU taken away stalls a team of threads as another program does). A process outside
     the tree that ends within the window, or one of the tree's that init adopts and that ends within it, is
-    counted as busy elsewhere."""
-    try:
+    counted as busy elsewhere. Reading /proc for ~100 processes takes a few milliseconds."""
+
+    every: float = BUSY_ELSEWHERE_EVERY
+    latest: float | None = field(default=None, init=False)  # None before two readings, or without /proc
+    _last: tuple[float, int, dict[int, tuple[int, int, int]]] | None = field(default=None, init=False)
+
+    @property
+    def started(self) -> bool:
+        """Whether a reading has been taken (none where /proc cannot be read)."""
+        return self._last is not None
+
+    def read(self) -> float | None:
+        """Cores busy elsewhere since the last reading; None on the first, or where /proc cannot be read."""
         began = time.perf_counter()
-        busy, before = machine_busy_ticks(), _process_ticks()
-        time.sleep(seconds)
-        busy = machine_busy_ticks() - busy
-        wall = time.perf_counter() - began  # the machine's window: the second scan below takes as long as the first
-        after = _process_ticks()
-    except (OSError, ValueError, IndexError):
+        if self._last is not None and began - self._last[0] < self.every:
+            return self.latest
+        try:
+            busy = machine_busy_ticks()
+            processes = _process_ticks()
+        except (OSError, ValueError, IndexError):
+            return None
+        last, self._last = self._last, (began, busy, processes)
+        if last is not None:
+            # The machine's window runs from one /proc/stat read to the next (each right after its clock reading).
+            ticks = busy - last[1] - own_ticks(os.getpid(), last[2], processes)
+            self.latest = max(0.0, ticks / os.sysconf("SC_CLK_TCK") / (began - last[0]))
+        return self.latest
+
+
+def cores_busy_elsewhere(seconds: float = BUSY_ELSEWHERE_SECONDS) -> float | None:
+    """The cores that processes other than this one and its descendants kept busy over the next ``seconds``
+    (this process waits through them: ``BusyElsewhere``); None where /proc cannot be read (not Linux)."""
+    meter = BusyElsewhere(every=0.0)
+    meter.read()  # the window's start
+    if not meter.started:
         return None
-    return max(0.0, (busy - own_ticks(os.getpid(), before, after)) / os.sysconf("SC_CLK_TCK") / wall)
+    time.sleep(seconds)
+    return meter.read()
 
 
 def own_ticks(root: int, before: Mapping[int, tuple[int, int, int]], after: Mapping[int, tuple[int, int, int]]) -> int:
