@@ -176,8 +176,9 @@ class NativeEngine:
                                     f"start-up, {self.threads_why}")
         torch.set_num_threads(start)
         self.threads = ThreadGovernor(cores, start=start) if adapt else None
-        # What the governor reads when updates slow: whether another program took a core (BusyElsewhere).
-        self.busy_elsewhere = BusyElsewhere() if adapt else None
+        # What the governor reads when updates slow: whether another program took a core (BusyElsewhere). Not
+        # with --overlap: there the run's own actors step beside the learner, which no reading tells apart.
+        self.busy_elsewhere = BusyElsewhere() if adapt and not cfg.run.overlap else None
         if cfg.run.learner_precision == "auto":
             self.precision = choose_precision(model, pass_obs(), channels_last=cfg.run.channels_last)
             cfg = replace(cfg, run=replace(cfg.run, learner_precision=self.precision.precision))

@@ -15,9 +15,12 @@ quiet machine and a busy one, so the learner watches its own update times:
   for ``trial`` updates, and keeps it where that was ``margin`` faster, else
   goes back. That is for another program taking a core, and the run reads
   whether one did (``BusyElsewhere``, every ``BUSY_ELSEWHERE_EVERY`` seconds):
-  where none did, the machine itself slowed (a host's other tenants), which
-  one thread fewer rarely mends, and the look waits as the other looks do
-  (below). On a host whose speed drifted by a third within minutes, the
+  where none holds even ``MACHINE_SLOWED_BELOW`` of a core, the machine itself
+  slowed (drift that neither /proc nor the hypervisor's steal shows: caches,
+  memory bandwidth, clocks), which one thread fewer rarely mends, and the look
+  waits as the other looks do (below). Where a host's other tenants show in
+  /proc/stat (a container's view of a shared machine), they read as busy and
+  the looks come as before. On a host whose speed drifted by a third within minutes, the
   default Pong run looked every minute or two and went back every time
   (docs/performance.md, 2026-11-30);
 * once, early (after ``settle_seconds``), it tries one thread fewer whatever
@@ -150,14 +153,15 @@ class ThreadGovernor:
             slower = f"updates {reading / self.quiet[self.threads]:.1f}x slower than their quietest at {self.threads}"
             if elsewhere is None and since >= self.retry_seconds:
                 return self._try(self.threads - 1, reading, now, f"{slower}: a core is busy elsewhere")
-            if elsewhere is not None and elsewhere >= BUSY_ELSEWHERE_CORES and since >= self.retry_seconds:
+            if elsewhere is not None and elsewhere >= MACHINE_SLOWED_BELOW and since >= self.retry_seconds:
                 return self._try(self.threads - 1, reading, now, f"{slower}: {elsewhere:.1f} core{'' if elsewhere < 1.05 else 's'} "
                                  "busy elsewhere")
-            if elsewhere is not None and elsewhere < BUSY_ELSEWHERE_CORES and since >= self._wait:
-                # No other program holds a core: the machine itself slowed (a host's other tenants), which
-                # one thread fewer rarely helps. Still looked at, but after the doubling wait (see the docstring).
+            if elsewhere is not None and elsewhere < MACHINE_SLOWED_BELOW and since >= self._wait:
+                # No other program holds any of a core: the machine itself slowed (drift that neither /proc nor
+                # the hypervisor's steal shows), which one thread fewer rarely mends. Still looked at, after the
+                # doubling wait (see the docstring).
                 return self._try(self.threads - 1, reading, now, f"{slower}, no core busy elsewhere "
-                                 f"({elsewhere:.1f}): checking whether one thread fewer is faster")
+                                 f"({elsewhere:.2f}): checking whether one thread fewer is faster")
         if self._failed_from is not None and self._failed_from >= self.margin * reading:
             self._wait, self._failed_from = self.retry_seconds, None
         if since < self._wait:
@@ -262,6 +266,9 @@ BUSY_ELSEWHERE_SECONDS = 0.5  # the start-up reading's window
 
 
 BUSY_ELSEWHERE_EVERY = 2.0  # seconds between a run's readings of the cores busy elsewhere
+# Below this, no other program holds any of a core: a slowdown is the machine's own. Lower than the start-up's
+# BUSY_ELSEWHERE_CORES: a process taking a fifth of a core in bursts can still stall a team of threads.
+MACHINE_SLOWED_BELOW = 0.2
 
 
 @dataclass
