@@ -134,25 +134,35 @@ def test_a_core_taken_by_another_program_drops_a_thread_at_once_after_the_machin
     assert notes[0].endswith(": 1.0 core busy elsewhere") and notes[1].startswith("keeping 1: ")
 
 
-def test_the_busy_elsewhere_reading_is_taken_at_most_every_few_seconds(monkeypatch):
-    """A run reads it at each update (A2C's take ~0.1 s): /proc is read once per ``every`` seconds."""
+def scripted_proc(monkeypatch, snapshots: list[dict], machine: list[int], clock: list[float]) -> list[int]:
+    """rlscale.training.threads reading scripted /proc snapshots, machine ticks (100 a second) and clock readings
+    in turn, its sleeps skipped; the returned list grows by one at each scan of the processes."""
     import types
 
     from rlscale.training import threads
 
-    me, scans = os.getpid(), []
-    snapshots = iter([{me: (1, 1000, 0)}, {me: (1, 1100, 0)}, {me: (1, 1150, 0)}])
-    machine = iter([5000, 5300, 5400])
-    clock = iter([10.0, 11.0, 12.0, 12.5, 14.0])
+    scans: list[int] = []
+    snapshots_left, machine_left, clock_left = iter(snapshots), iter(machine), iter(clock)
 
-    def scan():
+    def scan() -> dict:
         scans.append(1)
-        return next(snapshots)
+        return next(snapshots_left)
 
     monkeypatch.setattr(threads, "_process_ticks", scan)
-    monkeypatch.setattr(threads, "machine_busy_ticks", lambda: next(machine))
-    monkeypatch.setattr(threads, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
+    monkeypatch.setattr(threads, "machine_busy_ticks", lambda: next(machine_left))
+    monkeypatch.setattr(threads, "time", types.SimpleNamespace(perf_counter=lambda: next(clock_left),
+                                                               sleep=lambda seconds: None))
     monkeypatch.setattr(threads.os, "sysconf", lambda name: 100)
+    return scans
+
+
+def test_the_busy_elsewhere_reading_is_taken_at_most_every_few_seconds(monkeypatch):
+    """A run reads it at each update (A2C's take ~0.1 s): /proc is read once per ``every`` seconds."""
+    from rlscale.training import threads
+
+    me = os.getpid()
+    scans = scripted_proc(monkeypatch, snapshots=[{me: (1, 1000, 0)}, {me: (1, 1100, 0)}, {me: (1, 1150, 0)}],
+                          machine=[5000, 5300, 5400], clock=[10.0, 11.0, 12.0, 12.5, 14.0])
     meter = threads.BusyElsewhere(every=2.0)
     assert meter.read() is None and len(scans) == 1  # the first reading only starts the window
     assert meter.read() is None and len(scans) == 1  # 1 s later: too soon, nothing read
@@ -314,18 +324,12 @@ def test_a_process_trees_ticks_are_its_own_and_its_descendants():
 
 
 def test_the_busy_elsewhere_reading_is_the_machines_busy_time_less_this_process_trees(monkeypatch):
-    import types
-
     from rlscale.training import threads
 
     me = os.getpid()
-    snapshots = iter([{me: (1, 1000, 0), 42: (1, 0, 0)}, {me: (1, 1000 + 60, 0), 42: (1, 40, 0)}])
-    machine = iter([5000, 5000 + 150])  # 1.5 s of ticks at 100 a second over the window
-    clock = iter([10.0, 11.0])  # a one-second window
-    monkeypatch.setattr(threads, "_process_ticks", lambda: next(snapshots))
-    monkeypatch.setattr(threads, "machine_busy_ticks", lambda: next(machine))
-    monkeypatch.setattr(threads, "time", types.SimpleNamespace(perf_counter=lambda: next(clock), sleep=lambda s: None))
-    monkeypatch.setattr(threads.os, "sysconf", lambda name: 100)
+    scripted_proc(monkeypatch, snapshots=[{me: (1, 1000, 0), 42: (1, 0, 0)}, {me: (1, 1000 + 60, 0), 42: (1, 40, 0)}],
+                  machine=[5000, 5000 + 150],  # 1.5 s of ticks at 100 a second over the window
+                  clock=[10.0, 11.0])  # a one-second window
     assert threads.cores_busy_elsewhere() == pytest.approx(0.9)  # (150 - this process's 60) / 100 / 1 s
 
 

@@ -150,18 +150,19 @@ class ThreadGovernor:
             return None
         since = now - self._last_trial
         if self.threads > 1 and reading >= self.slowdown * self.quiet[self.threads]:
-            slower = f"updates {reading / self.quiet[self.threads]:.1f}x slower than their quietest at {self.threads}"
-            if elsewhere is None and since >= self.retry_seconds:
-                return self._try(self.threads - 1, reading, now, f"{slower}: a core is busy elsewhere")
-            if elsewhere is not None and elsewhere >= MACHINE_SLOWED_BELOW and since >= self.retry_seconds:
-                return self._try(self.threads - 1, reading, now, f"{slower}: {elsewhere:.1f} core{'' if elsewhere < 1.05 else 's'} "
-                                 "busy elsewhere")
-            if elsewhere is not None and elsewhere < MACHINE_SLOWED_BELOW and since >= self._wait:
-                # No other program holds any of a core: the machine itself slowed (drift that neither /proc nor
-                # the hypervisor's steal shows), which one thread fewer rarely mends. Still looked at, after the
-                # doubling wait (see the docstring).
-                return self._try(self.threads - 1, reading, now, f"{slower}, no core busy elsewhere "
-                                 f"({elsewhere:.2f}): checking whether one thread fewer is faster")
+            # Where no other program holds any of a core, the machine itself slowed (drift that neither /proc nor
+            # the hypervisor's steal shows), which one thread fewer rarely mends: still looked at, but after the
+            # doubling wait of the other looks (see the docstring).
+            machines_own = elsewhere is not None and elsewhere < MACHINE_SLOWED_BELOW
+            if since >= (self._wait if machines_own else self.retry_seconds):
+                slower = f"updates {reading / self.quiet[self.threads]:.1f}x slower than their quietest at {self.threads}"
+                if elsewhere is None:
+                    why = f"{slower}: a core is busy elsewhere"
+                elif machines_own:
+                    why = f"{slower}, no core busy elsewhere ({elsewhere:.2f}): checking whether one thread fewer is faster"
+                else:
+                    why = f"{slower}: {elsewhere:.1f} core{'' if elsewhere < 1.05 else 's'} busy elsewhere"
+                return self._try(self.threads - 1, reading, now, why)
         if self._failed_from is not None and self._failed_from >= self.margin * reading:
             self._wait, self._failed_from = self.retry_seconds, None
         if since < self._wait:
