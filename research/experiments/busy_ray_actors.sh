@@ -11,6 +11,6 @@ for round in $ROUNDS; do
     .venv/bin/python -m rlscale.train $ENV --total-frames 20000 --log-interval 600 --run-dir $d $ARGS > $d.log 2>&1
     [ $mode = busy ] && kill $B
     python3 -c "import json; s=json.load(open('$d/summary.json')); print('$mode', $round, round(s['wall_seconds'],1))"
-    grep -m1 ' | ' $d.log | tr '|' '\n' | grep -i 'learner' | sed 's/^ *//'
+    grep -m1 ' | ' $d.log | tr '|' '\n' | grep -i 'learner\|chosen\|Ray actors on' | sed 's/^ *//'
   done
 done
