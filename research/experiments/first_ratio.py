@@ -28,8 +28,9 @@ ACTORS, ENVS_PER_ACTOR, MINIBATCH = 2, 4, 256
 
 
 def log_probs(model: torch.nn.Module, obs: torch.Tensor, actions: torch.Tensor, bf16: bool) -> torch.Tensor:
+    """The learner's log-probabilities of ``actions``, as PPO's loss takes them (rlscale/agents/ppo.py)."""
     logits, _ = network_forward(model, obs, bf16, channels_last=True)
-    return (logits - logits.logsumexp(-1, keepdim=True)).gather(1, actions[:, None]).squeeze(1).detach()
+    return torch.distributions.Categorical(logits=logits).log_prob(actions).detach()
 
 
 def main() -> None:
