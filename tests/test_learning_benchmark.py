@@ -1,0 +1,185 @@
+"""The learning benchmark: its statistics on samples with known answers, its reference file, its input.
+
+The statistics are rlscale/reports/regression.py; the benchmark itself is benchmarks/learning.py,
+run here as a user runs it (a real CartPole seed, serial, no Ray).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlscale.reports.regression import (
+    ALPHA,
+    as_steps,
+    compare,
+    median_ratio,
+    rank_test,
+    verdict_line,
+)
+from tests.conftest import _interruptible
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "learning.py"
+REFERENCE = ROOT / "benchmarks" / "learning-reference.json"
+
+
+@pytest.fixture
+def learning(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import learning
+
+    return learning
+
+
+def test_fully_separated_samples_give_the_exact_rank_test_p_value():
+    # 8 against 8 with every new value above every reference value: U = 0, and the two-sided exact
+    # p-value is 2 / C(16, 8) (the two most extreme orderings of 12,870).
+    reference = np.arange(100.0, 108.0)
+    new = reference + 50
+    assert rank_test(new, reference) == pytest.approx(2 / math.comb(16, 8), rel=1e-12)
+    result = compare(new.tolist(), reference.tolist())
+    assert result.verdict == "more steps"
+    assert compare(reference.tolist(), new.tolist()).verdict == "fewer steps"
+
+
+def test_the_same_sample_is_as_before():
+    steps = [84_400.0, 95_320.0, 70_000.0, 120_000.0]
+    result = compare(steps, list(steps))
+    assert result.p_value == 1.0
+    assert result.verdict == "as before"
+    assert result.ratio == 1.0
+
+
+def test_overlapping_samples_are_as_before_at_the_level():
+    # Interleaved ranks: U = 10 of 25 for 5 against 5, two-sided exact p = 0.690 (scipy's table).
+    reference, new = [1.0, 3.0, 5.0, 7.0, 9.0], [2.0, 4.0, 6.0, 8.0, 10.0]
+    result = compare(new, reference)
+    assert result.p_value == pytest.approx(0.6904761904761905)
+    assert result.p_value >= ALPHA and result.verdict == "as before"
+
+
+def test_a_seed_that_never_reached_the_goal_ranks_slowest():
+    reference = [10.0, 11.0, 12.0, 13.0, 14.0, 15.0]
+    new = [None] * 6
+    result = compare(new, reference)
+    assert np.isinf(as_steps(new)).all()
+    assert result.verdict == "more steps"
+    assert math.isinf(result.ratio)
+    assert "new median not reached" in verdict_line("t", result, 0, 6, 6, 6)
+
+
+def test_the_median_ratio_and_its_interval_are_read_from_both_samples():
+    reference = np.array([10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0])
+    ratio, low, high = median_ratio(2 * reference, reference)
+    assert ratio == 2.0  # 80 / 40
+    assert low < 2.0 < high
+    # Each end is a ratio of two resampled medians, so it lies between the extremes such ratios take.
+    assert low >= 20 / 70 and high <= 140 / 10
+
+
+def test_the_verdict_line_names_the_numbers():
+    result = compare([200.0] * 3 + [210.0] * 5, [100.0] * 4 + [110.0] * 4)
+    line = verdict_line("cartpole-a2c@fp32", result, 8, 8, 8, 8)
+    assert line.startswith("cartpole-a2c@fp32: more steps, p = ")
+    assert "reached 8/8, reference 8/8" in line
+
+
+def test_the_stored_reference_has_the_format_and_every_default_task(learning):
+    data = json.loads(REFERENCE.read_text())
+    assert learning.reference_problem(data) is None
+    for name, task in learning.TASKS.items():
+        if task.default:
+            entry = data["tasks"][learning.reference_key(name, "fp32")]
+            assert entry["task"] == {**learning.asdict(task), "precision": "fp32"}
+            assert len(entry["seeds"]) >= 8
+            assert entry["commit"] and entry["cpu"] and entry["date"] and entry["why"]
+            reached = [row["steps"] for row in entry["seeds"].values() if row["steps"] is not None]
+            assert reached, f"no seed of the reference reached {name}'s goal"
+
+
+def test_a_reference_missing_a_field_is_named(learning):
+    data = json.loads(REFERENCE.read_text())
+    key = next(iter(data["tasks"]))
+    del data["tasks"][key]["why"]
+    assert learning.reference_problem(data) == f"task {key} has no 'why'"
+    assert "format" in learning.reference_problem({"tasks": {}})
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=240)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--tasks", "cartpole-dqn"], "unknown task cartpole-dqn"),
+    (["--tasks", "cartpole-a2c", "--reference", "/nonexistent/ref.json"], "no reference file"),
+    (["--update-reference"], "needs --why"),
+    (["--plant", "half-lr", "--update-reference", "--why", "x"], "never a reference"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, words):
+    out = run_script(*args)
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and words in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_task_without_a_reference_is_one_line_and_exit_2(tmp_path):
+    ref = tmp_path / "ref.json"
+    ref.write_text(json.dumps({"format": 1, "tasks": {}}))
+    out = run_script("--tasks", "cartpole-a2c", "--reference", str(ref))
+    assert out.returncode == 2
+    assert out.stderr.strip() == (f"error: {ref} has no reference for cartpole-a2c@fp32: "
+                                  "make one with --update-reference --why '...'")
+
+
+def test_ctrl_c_keeps_finished_seeds_and_the_rerun_resumes_then_reads_as_before(tmp_path):
+    # Real CartPole seeds, serial, one at a time, as a user runs it: Ctrl-C (to the whole process
+    # group, as a terminal sends it) while the second seed (3) trains, then the same command again.
+    ref, out_dir = tmp_path / "ref.json", tmp_path / "out"
+    common = ["--tasks", "cartpole-a2c", "--seeds", "7", "3", "--jobs", "1", "--out", str(out_dir),
+              "--reference", str(ref)]
+    make = [*common, "--update-reference", "--why", "a test"]
+    logs = out_dir / "cartpole-a2c"
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), *make], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, preexec_fn=_interruptible)
+    try:
+        deadline = time.monotonic() + 180
+        while not ((logs / "seed-7.json").is_file() and (logs / "seed-3.log").is_file()
+                   and "\n[" in (logs / "seed-3.log").read_text()):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the second seed did not start training in time"
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, _ = proc.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130
+    assert "interrupted: finished seeds are kept" in stdout
+    assert not ref.exists()  # no reference from half a benchmark
+    assert not (logs / "seed-3.json").exists()
+
+    again = run_script(*make)
+    assert again.returncode == 0, again.stderr
+    assert (logs / "seed-7.log").read_text().count("run directory:") == 1  # read back, not trained again
+    assert "resuming from " in (logs / "seed-3.log").read_text()  # from its checkpoint, not from scratch
+    entry = json.loads(ref.read_text())["tasks"]["cartpole-a2c@fp32"]
+    assert entry["why"] == "a test" and entry["jobs"] == 1 and sorted(entry["seeds"]) == ["3", "7"]
+    for seed in ("3", "7"):
+        summary = json.loads((logs / f"seed-{seed}" / "summary.json").read_text())
+        assert entry["seeds"][seed]["steps"] == summary["goals"]["475"]["agent_steps"]  # the run's own record
+        assert len(entry["seeds"][seed]["curve"]) > 10
+
+    compared = run_script(*common)
+    assert compared.returncode == 0, compared.stderr
+    assert "cartpole-a2c@fp32: as before" in compared.stdout
+    assert (out_dir / "learning.png").stat().st_size > 10_000
