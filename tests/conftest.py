@@ -37,6 +37,7 @@ RAY_FREE_MODULES = frozenset({
     "test_learner", "test_metrics", "test_noise", "test_optim", "test_pareto_fit", "test_plan",
     "test_plot", "test_study", "test_threads", "test_branch", "test_api", "test_critical",
     "test_tensorboard_docs", "test_measure", "test_side_by_side", "test_suite", "test_pool_choice", "test_learning_benchmark",
+    "test_oracle",
 })
 MACHINE_MODULES = frozenset({"test_autoscaling", "test_cluster", "test_embedded_ray"})
 ALONE_MODULES = frozenset({"test_precision"})

@@ -90,6 +90,25 @@ def compare(new: list[float | None], reference: list[float | None]) -> Compariso
                       median_interval(new_steps), median_interval(ref_steps))
 
 
+def detection_power(reference: list[float | None], ratio: float, seeds: int, draws: int = 2_000,
+                    seed: int = 0) -> float | None:
+    """How often ``seeds`` new seeds that take ``ratio`` times the steps read "more steps" against as many.
+
+    Both samples are drawn log-normal with the reference's own spread (the sd of its log steps): the
+    benchmark's sensitivity to a regression of that size at that many seeds. None where fewer than
+    three reference seeds reached the goal (no spread to read).
+    """
+    reached = np.log([v for v in reference if v is not None])
+    if reached.size < 3:
+        return None
+    rng = np.random.default_rng(seed)
+    spread = reached.std(ddof=1)
+    ref = rng.normal(0.0, spread, size=(draws, seeds))
+    new = rng.normal(math.log(ratio), spread, size=(draws, seeds))
+    p = mannwhitneyu(new, ref, alternative="two-sided", axis=1).pvalue
+    return float(np.mean((p < ALPHA) & (np.median(new, axis=1) > np.median(ref, axis=1))))
+
+
 def verdict_line(task: str, result: Comparison, new_reached: int, new_seeds: int,
                  ref_reached: int, ref_seeds: int) -> str:
     """One line a person reads: the verdict, then the numbers behind it."""
@@ -99,5 +118,5 @@ def verdict_line(task: str, result: Comparison, new_reached: int, new_seeds: int
     else:
         high = f"{result.ratio_high:.2f}" if math.isfinite(result.ratio_high) else "inf"
         ratio = f"{result.ratio:.2f}x the reference's median [{result.ratio_low:.2f}, {high}]"
-    return (f"{task}: {words} ({ratio}; p = {result.p_value:.3g}; "
-            f"reached {new_reached}/{new_seeds}, reference {ref_reached}/{ref_seeds})")
+    p = f"; p = {result.p_value:.3g}" if result.verdict == "as before" else ""  # else the verdict says it
+    return f"{task}: {words} ({ratio}{p}; reached {new_reached}/{new_seeds}, reference {ref_reached}/{ref_seeds})"
