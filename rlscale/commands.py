@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "pareto": ("rlscale.reports.pareto", "Pareto fronts of a sweep and B_crit per goal (eq. 2.11)"),
     "study": ("rlscale.reports.study", "a batch-control study's table: time to goal against fixed batches"),
     "plan": ("rlscale.reports.plan", "how many nodes a task can use, from a run's measured costs"),
+    "oracle": ("rlscale.reports.oracle", "the most any batch control could gain, from a fixed-batch sweep"),
 }
 
 

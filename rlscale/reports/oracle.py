@@ -1,0 +1,225 @@
+"""``python -m rlscale.oracle SWEEP_DIR --round-trip S``: the most any batch control could gain on a task.
+
+A fixed-batch sweep's runs split at the goal crossings into stages: stage k of a run goes from the
+first time its 20-episode mean return reached goal k-1 (the start, for the first) to the first time
+it reached goal k. Each cell of the sweep (an optimizer batch B with its learning rate) then has,
+per seed, the optimizer steps and the seconds each stage took. A schedule picks one cell per stage
+and costs the sum of its stages' medians over seeds. The oracle is the cheapest schedule: each
+stage's cheapest cell. Against the best fixed cell (the cheapest single cell for every stage) it
+bounds what any controller could gain, under one approximation that this report cannot check
+itself: a stage's cost at a cell does not depend on the cells that brought the run to the stage's
+start (the learner arrives at goal k-1 in about the same state whatever batch got it there). A run
+that follows the schedule (``--batch replay`` of it) checks that.
+
+Three costs, each its own oracle:
+
+* **two-core wall time**: each stage's measured seconds on the sweep's machine;
+* **cluster wall time**: the stage's updates at T_N(B) on an elastic cluster of up to ``--nodes``
+  nodes (rlscale/control/cluster_clock.py), with T(B) = a + b*B fitted to the sweep's own update
+  times;
+* **node-hours** on that cluster: the updates at n(B) * T_N(B).
+
+The minimum of noisy medians is biased low: with few seeds the oracle picks, in each stage, the
+cell that was luckiest there. So the gain is also given held out: the schedule and the best fixed
+cell are chosen on half of each cell's seeds (even positions) and costed on the other half, then
+the other way round (the geometric mean of the two ratios).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlscale.cli import Parser
+from rlscale.control.cluster_clock import ElasticCluster
+from rlscale.control.cost import Fit
+from rlscale.errors import UserError, exits_cleanly
+from rlscale.reports.plan import steps_per_update
+from rlscale.reports.runs import RunRecord, add_run_arguments, goals_of, load_runs, optimizer_batch
+from rlscale.reports.study import fixed_runs_cost
+
+
+@dataclass(frozen=True)
+class CellStages:
+    """One sweep cell's stages, per seed: updates and two-core seconds (inf: the stage was not finished)."""
+
+    batch: float  # optimizer batch
+    lr: float
+    updates: np.ndarray  # [seeds, stages]
+    seconds: np.ndarray  # [seeds, stages]
+
+    @property
+    def label(self) -> str:
+        return f"{self.batch:g} lr {self.lr:g}"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    cells: tuple[int, ...]  # the cell of each stage (indices into the costs' rows)
+    cost: float
+
+
+def stage_medians(per_seed: np.ndarray) -> np.ndarray:
+    """Each stage's median over seeds (axis 0); inf where most seeds did not finish it."""
+    return np.median(per_seed, axis=0)
+
+
+def schedule_cost(costs: np.ndarray, cells: tuple[int, ...]) -> float:
+    """The sum over stages of ``costs[cell of stage k, k]``."""
+    return float(sum(costs[cell, k] for k, cell in enumerate(cells)))
+
+
+def oracle_schedule(costs: np.ndarray) -> Schedule:
+    """The cheapest cell of every stage (costs: [cells, stages])."""
+    cells = tuple(int(i) for i in np.argmin(costs, axis=0))
+    return Schedule(cells, schedule_cost(costs, cells))
+
+
+def best_fixed(costs: np.ndarray) -> Schedule:
+    """The cell whose every stage together is cheapest."""
+    best = int(np.argmin(costs.sum(axis=1)))
+    return Schedule((best,) * costs.shape[1], float(costs[best].sum()))
+
+
+def held_out_gain(per_seed: list[np.ndarray]) -> float | None:
+    """Best fixed over oracle, each chosen on one half of every cell's seeds and costed on the other.
+
+    ``per_seed``: one [seeds, stages] cost array per cell. None where a cell has fewer than two
+    seeds, or a half's schedule never finishes on the other half (no finite ratio).
+    """
+    if any(cell.shape[0] < 2 for cell in per_seed):
+        return None
+    halves = [np.stack([stage_medians(cell[start::2]) for cell in per_seed]) for start in (0, 1)]
+    ratios = []
+    for chosen, scored in ((halves[0], halves[1]), (halves[1], halves[0])):
+        fixed = schedule_cost(scored, best_fixed(chosen).cells)
+        oracle = schedule_cost(scored, oracle_schedule(chosen).cells)
+        if not (math.isfinite(fixed) and math.isfinite(oracle)) or oracle <= 0:
+            return None
+        ratios.append(fixed / oracle)
+    return float(math.sqrt(ratios[0] * ratios[1]))
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One objective's oracle against its best fixed cell."""
+
+    objective: str
+    unit: str
+    fixed: Schedule
+    oracle: Schedule
+    held_out: float | None
+
+    @property
+    def gain(self) -> float:
+        """Best fixed cost over the oracle's: how many times cheaper the oracle is (in sample)."""
+        return self.fixed.cost / self.oracle.cost
+
+
+def bound(objective: str, unit: str, per_seed: list[np.ndarray]) -> Bound:
+    costs = np.stack([stage_medians(cell) for cell in per_seed])
+    return Bound(objective, unit, best_fixed(costs), oracle_schedule(costs), held_out_gain(per_seed))
+
+
+def bounds(cells: list[CellStages], fit: Fit, cluster: ElasticCluster) -> list[Bound]:
+    """The three objectives' oracles: two-core seconds, cluster seconds, node-hours."""
+    return [
+        bound("two-core wall time", "min", [c.seconds / 60 for c in cells]),
+        bound(f"wall time on up to {cluster.max_nodes} nodes (modelled)", "min",
+              [c.updates * cluster.update_seconds(fit, c.batch) / 60 for c in cells]),
+        bound(f"node-hours on up to {cluster.max_nodes} nodes (modelled)", "node-h",
+              [c.updates * cluster.node_seconds(fit, c.batch) / 3600 for c in cells]),
+    ]
+
+
+def run_stages(run: RunRecord, goals: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """A run's updates and seconds per stage; inf from the first goal it did not reach on."""
+    updates, seconds = [0.0], [0.0]
+    for goal in goals:
+        hit = run.goal(goal)
+        if hit is None or hit.wall_seconds is None or not math.isfinite(updates[-1]):
+            updates.append(math.inf)
+            seconds.append(math.inf)
+        else:
+            updates.append(hit.updates / steps_per_update(run))
+            seconds.append(hit.wall_seconds)
+    with np.errstate(invalid="ignore"):  # inf - inf: a stage after an unfinished one, unfinished too
+        return (np.nan_to_num(np.diff(updates), nan=math.inf, posinf=math.inf),
+                np.nan_to_num(np.diff(seconds), nan=math.inf, posinf=math.inf))
+
+
+def cell_stages(runs: list[RunRecord], goals: list[float]) -> list[CellStages]:
+    """The sweep's fixed cells, each with its seeds' stages, smallest batch first."""
+    by_cell: dict[tuple[float, float], list[RunRecord]] = {}
+    for run in runs:
+        if run.cfg.control.batch == "fixed":
+            by_cell.setdefault((float(optimizer_batch(run)), run.cfg.agent.lr), []).append(run)
+    cells = []
+    for (batch, lr), group in sorted(by_cell.items()):
+        stages = [run_stages(run, goals) for run in sorted(group, key=lambda r: r.cfg.run.seed)]
+        cells.append(CellStages(batch, lr, np.stack([u for u, _ in stages]), np.stack([s for _, s in stages])))
+    return cells
+
+
+def schedule_text(schedule: Schedule, cells: list[CellStages], goals: list[float]) -> str:
+    """'80 lr 0.0112 to 5, 320 lr 0.0224 to 14': each run of stages at one cell, with the goal it ends at."""
+    parts: list[str] = []
+    for k, cell in enumerate(schedule.cells):
+        if k + 1 < len(schedule.cells) and schedule.cells[k + 1] == cell:
+            continue
+        parts.append(f"{cells[cell].label} to {goals[k]:g}")
+    return ", ".join(parts)
+
+
+def report(cells: list[CellStages], goals: list[float], fit: Fit, cluster: ElasticCluster) -> list[str]:
+    lines = [f"cells: {', '.join(f'{c.label} ({c.seconds.shape[0]} seeds)' for c in cells)}",
+             f"stages end at goals {', '.join(f'{g:g}' for g in goals)}; T(B) = {fit.overhead * 1e3:.1f} ms + "
+             f"{fit.per_observation * 1e3:.3f} ms x B (the sweep's update times); a node carries "
+             f"{cluster.node_batch:g}, round trip {cluster.round_trip * 1e3:.0f} ms past one node", ""]
+    for b in bounds(cells, fit, cluster):
+        if not math.isfinite(b.fixed.cost):
+            lines.append(f"{b.objective}: no cell reached the top goal on most seeds; no bound")
+            continue
+        held = f"{b.held_out:.2f}x" if b.held_out is not None else "- (a cell with one seed, or a half unfinished)"
+        lines += [f"{b.objective}:",
+                  f"  best fixed:  {schedule_text(b.fixed, cells, goals)}: {b.fixed.cost:,.2f} {b.unit}",
+                  f"  oracle:      {schedule_text(b.oracle, cells, goals)}: {b.oracle.cost:,.2f} {b.unit}",
+                  f"  gain:        {b.gain:.2f}x in sample, {held} held out"]
+    return lines
+
+
+@exits_cleanly
+def main(argv: list[str] | None = None) -> int:
+    parser = Parser(prog="python -m rlscale.oracle", description=__doc__.split("\n\n")[0])
+    add_run_arguments(parser, "a fixed-batch sweep's directory (or run directories)")
+    parser.add_argument("--nodes", type=int, default=16, help="the elastic cluster's most nodes (default 16)")
+    parser.add_argument("--node-batch", type=float,
+                        help="optimizer-batch observations one node carries (default: the sweep's smallest batch)")
+    parser.add_argument("--round-trip", type=float, required=True,
+                        help="seconds an update spread over several nodes adds (Ray's round trip and the "
+                             "all-reduce: measure it with benchmarks/bench_cluster.py)")
+    args = parser.parse_args(argv)
+    if args.nodes < 1:
+        raise UserError(f"--nodes {args.nodes}: an elastic cluster has at least 1 node")
+    runs = load_runs(args.paths)
+    cells = cell_stages(runs, goals_of(runs, args.goals))
+    if len(cells) < 2:
+        raise UserError(f"{len(cells)} fixed-batch cell(s) in {', '.join(map(str, args.paths))}: "
+                        "the oracle needs a sweep of at least two batch sizes")
+    fit = fixed_runs_cost(runs)
+    if fit is None or fit.unresolved:
+        raise UserError("the sweep's update times do not identify T(B) = a + b*B "
+                        f"({fit.unresolved if fit else 'fewer than two batch sizes with update times'})")
+    try:
+        cluster = ElasticCluster(args.nodes, args.node_batch or cells[0].batch, args.round_trip)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    print("\n".join(report(cells, goals_of(runs, args.goals), fit, cluster)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""The oracle schedule and the cluster clock: hand-worked answers, a real run's stages, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from rlscale.control.cluster_clock import ClusterClock, ElasticCluster
+from rlscale.control.cost import Fit
+from rlscale.reports.oracle import (
+    best_fixed,
+    bound,
+    held_out_gain,
+    oracle_schedule,
+    run_stages,
+    schedule_cost,
+    stage_medians,
+)
+from rlscale.reports.runs import load_run
+from tests.conftest import run_in_process
+
+FIT = Fit(overhead=0.1, per_observation=0.001)
+CLUSTER = ElasticCluster(max_nodes=4, node_batch=100, round_trip=0.05)
+
+
+def test_the_cluster_clock_on_a_hand_worked_sequence():
+    # T_N(B) = a + b*B/n(B) + c (n > 1), n(B) = min(4, ceil(B/100)); by hand:
+    #   B=50:   n=1, 0.1 + 0.05            = 0.15,     node-s 0.15
+    #   B=200:  n=2, 0.1 + 0.2/2 + 0.05    = 0.25,     node-s 0.50 (fills two nodes exactly: not three)
+    #   B=250:  n=3, 0.1 + 0.25/3 + 0.05   = 0.23333,  node-s 0.70
+    #   B=1000: n=4 (the cap), 0.1 + 1/4 + 0.05 = 0.40, node-s 1.60
+    expected = {50: (1, 0.15, 0.15), 200: (2, 0.25, 0.5), 250: (3, 0.7 / 3, 0.7), 1000: (4, 0.4, 1.6)}
+    clock = ClusterClock(CLUSTER)
+    for batch, (nodes, seconds, node_seconds) in expected.items():
+        assert CLUSTER.nodes_for(batch) == nodes
+        assert CLUSTER.update_seconds(FIT, batch) == pytest.approx(seconds)
+        assert CLUSTER.node_seconds(FIT, batch) == pytest.approx(node_seconds)
+        clock.tick(FIT, batch)
+    assert clock.wall_seconds == pytest.approx(0.15 + 0.25 + 0.7 / 3 + 0.4)
+    assert clock.node_seconds == pytest.approx(0.15 + 0.5 + 0.7 + 1.6)
+
+
+def test_one_node_is_this_machine():
+    one = ElasticCluster(max_nodes=1, node_batch=100, round_trip=0.05)
+    for batch in (10, 100, 5000):
+        assert one.update_seconds(FIT, batch) == pytest.approx(FIT.seconds(batch))  # no round trip, no split
+
+
+@pytest.mark.parametrize("nodes, node_batch, round_trip", [(0, 100, 0.0), (4, 0, 0.0), (4, 100, -1.0),
+                                                            (4, math.inf, 0.0)])
+def test_an_impossible_cluster_is_refused(nodes, node_batch, round_trip):
+    with pytest.raises(ValueError):
+        ElasticCluster(nodes, node_batch, round_trip)
+
+
+def test_the_oracle_on_hand_worked_stages():
+    # Two cells, two stages, three seeds each (medians are the middle seed):
+    #   cell 0: stage costs [2, 8]  -> fixed 10
+    #   cell 1: stage costs [5, 4]  -> fixed 9: the best fixed cell
+    #   oracle: cell 0 for stage 1 (2), cell 1 for stage 2 (4) = 6, a 1.5x gain
+    cell0 = np.array([[1.0, 9.0], [2.0, 8.0], [3.0, 7.0]])
+    cell1 = np.array([[5.0, 3.0], [5.0, 4.0], [6.0, 5.0]])
+    costs = np.stack([stage_medians(cell0), stage_medians(cell1)])
+    assert costs.tolist() == [[2.0, 8.0], [5.0, 4.0]]
+    assert best_fixed(costs).cells == (1, 1) and best_fixed(costs).cost == 9.0
+    assert oracle_schedule(costs).cells == (0, 1) and oracle_schedule(costs).cost == 6.0
+    assert bound("t", "min", [cell0, cell1]).gain == pytest.approx(1.5)
+
+
+def test_held_out_catches_a_lucky_stage():
+    # Cell 0's first stage was fast on seed 0 only. Chosen on seed 0, the oracle takes cell 0 there
+    # (1 + 4 = 5 against fixed cell 1's 7); costed on seed 1 that schedule is 5 + 4 = 9 against 7: 7/9.
+    # Chosen on seed 1, the oracle is cell 1 throughout (7), as the fixed cell: 1. Geometric mean: sqrt(7/9).
+    cell0 = np.array([[1.0, 8.0], [5.0, 8.0]])
+    cell1 = np.array([[3.0, 4.0], [3.0, 4.0]])
+    assert held_out_gain([cell0, cell1]) == pytest.approx(math.sqrt(7 / 9))
+    assert held_out_gain([cell0[:1], cell1]) is None  # a cell of one seed has no halves
+
+
+def test_a_stage_most_seeds_did_not_finish_is_never_chosen():
+    cell0 = np.array([[1.0, math.inf], [1.0, math.inf], [1.0, 2.0]])  # reaches the top goal on 1 of 3 seeds
+    cell1 = np.array([[4.0, 4.0], [4.0, 4.0], [4.0, 4.0]])
+    costs = np.stack([stage_medians(cell0), stage_medians(cell1)])
+    assert oracle_schedule(costs).cells == (0, 1)
+    assert best_fixed(costs).cells == (1, 1)
+    assert schedule_cost(costs, (0, 0)) == math.inf
+
+
+def test_a_real_runs_stages_are_its_goal_records(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_in_process(["rlscale.train", "cartpole", "--pool", "serial", "--agent", "ppo", "--seed", "0",
+                             "--total-frames", "40000", "--goals", "30", "60", "1000", "--log-interval", "600",
+                             "--run-dir", str(run_dir)])
+    assert result.returncode == 0, result.stderr
+    goals = json.loads((run_dir / "summary.json").read_text())["goals"]
+    updates, seconds = run_stages(load_run(run_dir), [30.0, 60.0, 1000.0])
+    # PPO: 4 epochs x 4 minibatches = 16 optimizer steps an update; stages are differences of the records.
+    assert updates[0] == pytest.approx(goals["30"]["updates"] / 16)
+    assert updates[1] == pytest.approx((goals["60"]["updates"] - goals["30"]["updates"]) / 16)
+    assert seconds[1] == pytest.approx(goals["60"]["wall_seconds"] - goals["30"]["wall_seconds"], abs=0.2)
+    assert updates[2] == math.inf and seconds[2] == math.inf  # 1000 is never reached
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    out = run_in_process(["rlscale.oracle", str(tmp_path), "--round-trip", "0.01", "--nodes", "0"])
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--nodes 0" in out.stderr
+    run_dir = tmp_path / "sweep" / "one"
+    trained = run_in_process(["rlscale.train", "cartpole", "--pool", "serial", "--total-frames", "2000",
+                              "--log-interval", "600", "--run-dir", str(run_dir)])
+    assert trained.returncode == 0, trained.stderr
+    one_cell = run_in_process(["rlscale.oracle", str(tmp_path / "sweep"), "--round-trip", "0.01",
+                               "--goals", "10"])
+    assert one_cell.returncode == 2 and one_cell.stderr.count("\n") == 1
+    assert "at least two batch sizes" in one_cell.stderr
