@@ -175,18 +175,22 @@ def schedule_text(schedule: Schedule, cells: list[CellStages], goals: list[float
 
 
 def report(cells: list[CellStages], goals: list[float], fit: Fit, cluster: ElasticCluster) -> list[str]:
-    lines = [f"cells: {', '.join(f'{c.label} ({c.seconds.shape[0]} seeds)' for c in cells)}",
-             f"stages end at goals {', '.join(f'{g:g}' for g in goals)}; T(B) = {fit.overhead * 1e3:.1f} ms + "
+    lines = [f"stages end at goals {', '.join(f'{g:g}' for g in goals)}; T(B) = {fit.overhead * 1e3:.1f} ms + "
              f"{fit.per_observation * 1e3:.3f} ms x B (the sweep's update times); a node carries "
-             f"{cluster.node_batch:g}, round trip {cluster.round_trip * 1e3:.0f} ms past one node", ""]
+             f"{cluster.node_batch:g}, round trip {cluster.round_trip * 1e3:.0f} ms past one node"]
+    lines += [f"  cell {c.label} ({c.seconds.shape[0]} seeds): {cluster.nodes_for(c.batch)} node(s), an update "
+              f"{cluster.update_seconds(fit, c.batch) * 1e3:.3g} ms there, {fit.seconds(c.batch) * 1e3:.3g} ms on one"
+              for c in cells]
+    lines.append("")
     for b in bounds(cells, fit, cluster):
         if not math.isfinite(b.fixed.cost):
             lines.append(f"{b.objective}: no cell reached the top goal on most seeds; no bound")
             continue
-        held = f"{b.held_out:.2f}x" if b.held_out is not None else "- (a cell with one seed, or a half unfinished)"
+        held = (f"{b.held_out:.2f}x" if b.held_out is not None
+                else "none (a cell has one seed, or most of a half's seeds did not finish a stage)")
         lines += [f"{b.objective}:",
-                  f"  best fixed:  {schedule_text(b.fixed, cells, goals)}: {b.fixed.cost:,.2f} {b.unit}",
-                  f"  oracle:      {schedule_text(b.oracle, cells, goals)}: {b.oracle.cost:,.2f} {b.unit}",
+                  f"  best fixed:  {schedule_text(b.fixed, cells, goals)}: {b.fixed.cost:.3g} {b.unit}",
+                  f"  oracle:      {schedule_text(b.oracle, cells, goals)}: {b.oracle.cost:.3g} {b.unit}",
                   f"  gain:        {b.gain:.2f}x in sample, {held} held out"]
     return lines
 
