@@ -336,11 +336,15 @@ def reference_entry(name: str, task: Task, results: dict[int, dict], checkout: C
                       for seed in sorted(results)}}
 
 
-def report(name: str, task: Task, new: dict[int, dict], entry: dict, precision: str) -> tuple[str, str]:
-    """One task against its reference entry: its verdict, and its lines (the verdict's, wall time's)."""
-    if entry["task"] != {**asdict(task), "precision": precision}:
+def check_comparable(name: str, entry: dict, precision: str) -> None:
+    """A reference made for other settings of the task (goal, budget) compares with nothing: say so first."""
+    if entry["task"] != {**asdict(TASKS[name]), "precision": precision}:
         raise UserError(f"the reference of {name} was made for {entry['task']}, not this task's settings: "
                         "remake it with --update-reference --why '...'")
+
+
+def report(name: str, task: Task, new: dict[int, dict], entry: dict, precision: str) -> tuple[str, str]:
+    """One task against its reference entry: its verdict, and its lines (the verdict's, wall time's)."""
     ref_steps = [row["steps"] for row in entry["seeds"].values()]
     new_steps = [new[seed]["steps"] for seed in sorted(new)]
     result = compare(new_steps, ref_steps)
@@ -437,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             raise UserError(f"{args.reference} has no reference for {reference_key(missing[0], args.precision)}: "
                             "make one with --update-reference --why '...'")
+        for name in args.tasks:
+            check_comparable(name, reference["tasks"][reference_key(name, args.precision)], args.precision)
     checkout = Checkout.at((args.checkout or REPO).resolve())
     out = writable_dir(args.out or REPO / "runs" / "learning" / "-".join(
         [checkout.commit, args.precision, *([args.plant] if args.plant else []),

@@ -142,6 +142,17 @@ def test_a_task_without_a_reference_is_one_line_and_exit_2(tmp_path):
                                   "make one with --update-reference --why '...'")
 
 
+def test_a_reference_made_for_other_settings_is_refused_before_any_run(tmp_path):
+    ref = tmp_path / "ref.json"
+    data = json.loads(REFERENCE.read_text())
+    data["tasks"]["cartpole-a2c@fp32"]["task"]["goal"] = 400.0  # made when the task's goal was another
+    ref.write_text(json.dumps(data))
+    out = run_script("--tasks", "cartpole-a2c", "--reference", str(ref), "--out", str(tmp_path / "out"))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "the reference of cartpole-a2c was made for" in out.stderr
+    assert not (tmp_path / "out" / "cartpole-a2c").exists()  # refused before anything trained
+
+
 def test_ctrl_c_checkpoints_the_run_the_rerun_resumes_it_then_reads_it_back(tmp_path):
     # A real CartPole seed, serial, as a user runs it: Ctrl-C (to the whole process group, as a
     # terminal sends it) while the seed trains, the same command again, then a comparison.
