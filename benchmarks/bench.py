@@ -57,7 +57,6 @@ import contextlib
 import functools
 import multiprocessing
 import os
-import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -67,7 +66,7 @@ import numpy as np
 import torch
 from bench_small_learners import SmallRows
 from bench_small_learners import measure as small_learner_rows
-from benchtiming import Rate, busy_process, timed
+from benchtiming import Rate, busy_process, cpu_kind, timed
 from lean import lean_a2c, lean_ppo, pong_network, random_pong
 
 from rlscale import tags
@@ -82,22 +81,6 @@ from rlscale.models.precision import (
 from rlscale.rollout.worker import RolloutWorker, sample_actions
 from rlscale.training.engine import NativeEngine
 from rlscale.training.threads import cores_busy_elsewhere
-
-
-def cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in open("/proc/cpuinfo"):  # noqa: SIM115 - read to the first match
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
-def cpu_kind() -> str:
-    units = bf16_units()
-    cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
-    kind = {True: "bf16 units", False: "no bf16 units", None: "bf16 units unknown (not x86)"}[units]
-    emulated = f" (oneDNN capped at {cap}, ATen at {torch.backends.cpu.get_cpu_capability()})" if cap else ""
-    return f"{cpu_model()}, {os.cpu_count()} cores, {kind}{emulated}, torch {torch.__version__}"
 
 
 def cpu_ms_per_step(run: Callable[[], int], seconds: float) -> float:

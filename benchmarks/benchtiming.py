@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import signal
 import statistics
 import subprocess
@@ -12,6 +13,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import torch
+
+from rlscale.models.precision import bf16_units
 from rlscale.training.threads import machine_busy_ticks
 
 
@@ -97,3 +101,21 @@ def timed(loop_once: Callable[[], int], seconds: float, warmup: int = 3,
         steps += loop_once()
     wall = time.perf_counter() - start
     return Rate(steps / wall, (busy_cpu_seconds() - busy) / wall, warmup_seconds, warmup)
+
+
+def cpu_model() -> str:
+    """The CPU's model name, as /proc/cpuinfo gives it."""
+    with contextlib.suppress(OSError):
+        for line in open("/proc/cpuinfo"):  # noqa: SIM115 - read to the first match
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def cpu_kind() -> str:
+    """What a measurement ran on: model, cores, bf16 units (and an emulation's caps), torch."""
+    units = bf16_units()
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
+    kind = {True: "bf16 units", False: "no bf16 units", None: "bf16 units unknown (not x86)"}[units]
+    emulated = f" (oneDNN capped at {cap}, ATen at {torch.backends.cpu.get_cpu_capability()})" if cap else ""
+    return f"{cpu_model()}, {os.cpu_count()} cores, {kind}{emulated}, torch {torch.__version__}"

@@ -33,7 +33,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import shlex
 import shutil
 import signal
@@ -47,6 +46,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+from benchtiming import cpu_kind
 
 from rlscale import tags
 from rlscale.cli import Parser, writable_dir
@@ -153,21 +153,6 @@ def commit_of(root: Path) -> str:
 
     commit = git("rev-parse", "--short=7", "HEAD") or "unknown"
     return commit + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
-
-
-def cpu_name() -> str:
-    """The CPU's model name and whether it has bf16 units: what every number here is measured on."""
-    model, flags = platform.processor() or "unknown CPU", ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-            elif line.startswith("flags") and not flags:
-                flags = line
-    except OSError:
-        pass
-    units = "with bf16 units" if ("avx512_bf16" in flags or "amx_bf16" in flags) else "no bf16 units"
-    return f"{model}, {os.cpu_count()} cores, {units}"
 
 
 @dataclass(frozen=True)
@@ -330,7 +315,7 @@ def reference_problem(data: dict) -> str | None:
 
 def reference_entry(name: str, task: Task, results: dict[int, dict], checkout: Checkout, precision: str,
                     why: str, parallel: int) -> dict:
-    return {"task": {**asdict(task), "precision": precision}, "commit": checkout.commit, "cpu": cpu_name(),
+    return {"task": {**asdict(task), "precision": precision}, "commit": checkout.commit, "cpu": cpu_kind(),
             "date": datetime.now(UTC).strftime("%Y-%m-%d"), "why": why, "jobs": parallel,
             "seeds": {str(seed): {k: results[seed][k] for k in ("steps", "wall_seconds", "curve")}
                       for seed in sorted(results)}}
@@ -348,9 +333,7 @@ def report(name: str, task: Task, new: dict[int, dict], entry: dict, precision: 
     ref_steps = [row["steps"] for row in entry["seeds"].values()]
     new_steps = [new[seed]["steps"] for seed in sorted(new)]
     result = compare(new_steps, ref_steps)
-    line = verdict_line(reference_key(name, precision), result,
-                        sum(s is not None for s in new_steps), len(new_steps),
-                        sum(s is not None for s in ref_steps), len(ref_steps))
+    line = verdict_line(reference_key(name, precision), result)
     walls = [r["wall_seconds"] for r in new.values() if r["wall_seconds"] is not None]
     ref_walls = [r["wall_seconds"] for r in entry["seeds"].values() if r["wall_seconds"] is not None]
     wall = (f"    median seconds to the goal {np.median(walls):.0f} (reference {np.median(ref_walls):.0f}, "
@@ -459,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     if not jobs:
         raise UserError("nothing to run: no chosen task takes this --plant")
     print(f"learning benchmark: {len(jobs)} runs, {args.jobs} at a time, code at {checkout.commit}, "
-          f"{args.precision}{f', planted {args.plant}' if args.plant else ''}; {cpu_name()}; results in {out}",
+          f"{args.precision}{f', planted {args.plant}' if args.plant else ''}; {cpu_kind()}; results in {out}",
           flush=True)
     started = time.monotonic()
     try:

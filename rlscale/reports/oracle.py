@@ -209,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.nodes < 1:
         raise UserError(f"--nodes {args.nodes}: an elastic cluster has at least 1 node")
     runs = load_runs(args.paths)
-    cells = cell_stages(runs, goals_of(runs, args.goals))
+    goals = goals_of(runs, args.goals)
+    cells = cell_stages(runs, goals)
     if len(cells) < 2:
         raise UserError(f"{len(cells)} fixed-batch cell(s) in {', '.join(map(str, args.paths))}: "
                         "the oracle needs a sweep of at least two batch sizes")
@@ -221,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster = ElasticCluster(args.nodes, args.node_batch or cells[0].batch, args.round_trip)
     except ValueError as err:
         raise UserError(str(err)) from None
-    print("\n".join(report(cells, goals_of(runs, args.goals), fit, cluster)), flush=True)
+    print("\n".join(report(cells, goals, fit, cluster)), flush=True)
     return 0
 
 

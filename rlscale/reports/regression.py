@@ -20,8 +20,6 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import mannwhitneyu
 
-from rlscale.reports.runs import median_interval
-
 ALPHA = 0.05  # the verdict's level: below it a difference is called one
 RATIO_RESAMPLES = 4_000
 
@@ -34,8 +32,10 @@ class Comparison:
     ratio: float  # median(new) / median(reference); inf where the new median never reached the goal
     ratio_low: float  # its 95 % bootstrap interval
     ratio_high: float
-    new_median: tuple[float, float, float]  # median and 95 % interval (``median_interval``)
-    reference_median: tuple[float, float, float]
+    new_reached: int  # seeds that reached the goal, of new_seeds
+    new_seeds: int
+    reference_reached: int
+    reference_seeds: int
 
     @property
     def verdict(self) -> str:
@@ -65,8 +65,7 @@ def median_ratio(new: np.ndarray, reference: np.ndarray, seed: int = 0) -> tuple
     rng = np.random.default_rng(seed)
     new_draws = np.median(rng.choice(new, size=(RATIO_RESAMPLES, new.size)), axis=1)
     ref_draws = np.median(rng.choice(reference, size=(RATIO_RESAMPLES, reference.size)), axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratios = np.sort(_ratio(new_draws, ref_draws))
+    ratios = np.sort(_ratio(new_draws, ref_draws))
     ratios = ratios[~np.isnan(ratios)]  # both medians infinite: no ratio in that draw
     point = float(_ratio(np.median(new), np.median(reference)))
     if ratios.size == 0:
@@ -87,7 +86,8 @@ def compare(new: list[float | None], reference: list[float | None]) -> Compariso
     new_steps, ref_steps = as_steps(new), as_steps(reference)
     ratio, low, high = median_ratio(new_steps, ref_steps)
     return Comparison(rank_test(new_steps, ref_steps), ratio, low, high,
-                      median_interval(new_steps), median_interval(ref_steps))
+                      int(np.isfinite(new_steps).sum()), new_steps.size,
+                      int(np.isfinite(ref_steps).sum()), ref_steps.size)
 
 
 def detection_power(reference: list[float | None], ratio: float, seeds: int, draws: int = 2_000,
@@ -109,8 +109,7 @@ def detection_power(reference: list[float | None], ratio: float, seeds: int, dra
     return float(np.mean((p < ALPHA) & (np.median(new, axis=1) > np.median(ref, axis=1))))
 
 
-def verdict_line(task: str, result: Comparison, new_reached: int, new_seeds: int,
-                 ref_reached: int, ref_seeds: int) -> str:
+def verdict_line(task: str, result: Comparison) -> str:
     """One line a person reads: the verdict, then the numbers behind it."""
     words = result.verdict if result.verdict == "as before" else f"{result.verdict}, p = {result.p_value:.3g}"
     if not math.isfinite(result.ratio):
@@ -119,4 +118,5 @@ def verdict_line(task: str, result: Comparison, new_reached: int, new_seeds: int
         high = f"{result.ratio_high:.2f}" if math.isfinite(result.ratio_high) else "inf"
         ratio = f"{result.ratio:.2f}x the reference's median [{result.ratio_low:.2f}, {high}]"
     p = f"; p = {result.p_value:.3g}" if result.verdict == "as before" else ""  # else the verdict says it
-    return f"{task}: {words} ({ratio}{p}; reached {new_reached}/{new_seeds}, reference {ref_reached}/{ref_seeds})"
+    return (f"{task}: {words} ({ratio}{p}; reached {result.new_reached}/{result.new_seeds}, "
+            f"reference {result.reference_reached}/{result.reference_seeds})")
