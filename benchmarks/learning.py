@@ -49,12 +49,11 @@ import numpy as np
 from benchtiming import cpu_kind
 
 from rlscale import tags
-from rlscale.cli import Parser, writable_dir
+from rlscale.cli import Parser, interrupts_raise, writable_dir
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.goals import smoothed_returns
 from rlscale.reports.events import read_scalars
 from rlscale.reports.regression import compare, detection_power, verdict_line
-from rlscale.train import interrupts_raise
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = Path(__file__).resolve().parent / "learning-reference.json"

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from rlscale.errors import UserError
 
@@ -13,8 +18,8 @@ CONSOLE_COMMAND = "rlscale"
 
 
 def command_name(module_form: str) -> str:
-    """How the user called a command: ``rlscale plot`` under the console script, else the
-    ``python -m rlscale.plot`` form each parser is declared with."""
+    """How the user called a command: ``rlscale train`` under the console script, else the
+    ``python -m rlscale.train`` form its parser is declared with."""
     if Path(sys.argv[0]).name == CONSOLE_COMMAND and module_form.startswith("python -m rlscale."):
         return f"{CONSOLE_COMMAND} {module_form.removeprefix('python -m rlscale.')}"
     return module_form
@@ -59,3 +64,26 @@ def writable_file(path: Path, *suffixes: str) -> Path:
     if not os.access(folder, os.W_OK):
         raise UserError(f"{path}: folder {folder} is not writable")
     return path
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handler API
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def interrupts_raise() -> Iterator[None]:
+    """SIGINT and SIGTERM raise KeyboardInterrupt, so a command saves its work before it exits
+    (a run its checkpoint, a measurement its finished races).
+
+    Both handlers explicitly: a process started with SIGINT ignored (a background
+    job of a non-interactive shell) would otherwise never see Ctrl-C. Only the
+    main thread may set handlers (a Ray Tune trial runs in another one).
+    """
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = ({sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+                if main_thread else {})
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,7 +1,8 @@
 """``rlscale <command> ...``: one console command over the package's commands.
 
-Each subcommand is the ``main(argv)`` of its module, the same one ``python -m rlscale.<command>``
-runs, so both forms take the same arguments and print the same errors.
+Each subcommand is the ``main(argv)`` of its module. ``python -m rlscale <command>`` is the same
+command (rlscale/__main__.py); ``python -m rlscale.train``, ``.sweep`` and ``.pbt`` run their modules
+directly too.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plot": ("rlscale.reports.plot", "one PNG of a run: return, noise scales, batch, learning rate"),
     "compare": ("rlscale.reports.compare", "runs side by side: steps, examples and time to each goal"),
     "sweep": ("rlscale.sweep", "fixed-batch runs over batch sizes, rates and seeds (Ray Tune)"),
+    "measure": ("rlscale.measure", "the critical batch at a run's checkpoint, read by racing branches to a goal"),
     "pbt": ("rlscale.pbt", "Population Based Training over batch size and rate (Ray Tune), to a goal"),
     "pareto": ("rlscale.reports.pareto", "Pareto fronts of a sweep and B_crit per goal (eq. 2.11)"),
     "study": ("rlscale.reports.study", "a batch-control study's table: time to goal against fixed batches"),
@@ -30,7 +32,7 @@ def usage() -> str:
              "Train RL agents at the critical batch size; measure it; plan the machines.", "", "commands:"]
     lines += [f"  {name:<{width}}  {what}" for name, (_, what) in COMMANDS.items()]
     lines += ["", "rlscale COMMAND --help says more; rlscale train pong --help shows Pong's settings.",
-              "Each command also runs as python -m rlscale.COMMAND. Guide: docs/usage.md"]
+              "Each command also runs as python -m rlscale COMMAND. Guide: docs/usage.md"]
     return "\n".join(lines)
 
 

@@ -33,13 +33,6 @@ def opt(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
     return field(default=default, metadata=meta)
 
 
-# --batch measured's --branch-window when 0: each branch's window in updates at the current batch for
-# the losses and the return; the cap on a race to a goal (--progress reach), there to stop a branch
-# that will not get there, not to cut a slow one: on CartPole forked at 40 observations, fixed
-# batches took 41,000-163,000 examples from a score of 248 to 475, up to ~4,000 updates' worth.
-BRANCH_WINDOW_UPDATES = 16.0
-REACH_CAP_UPDATES = 10000.0
-
 RUNS_ROOT_VARIABLE = "RLSCALE_RUNS"
 # Ray sets this in the environment of a Ray job's entrypoint (ray job submit).
 RAY_JOB_VARIABLE = "RAY_JOB_CONFIG_JSON_ENV_VAR"
@@ -134,45 +127,10 @@ class NoiseConfig:
 
 @dataclass
 class ControlConfig:
-    batch: str = opt("fixed", "batch-size controller (measured: the critical batch measured by branching the run "
-                     "into batch sizes, followed; auto: the wall-time optimum of the measured cost model; "
-                     "replay: another run's batch and learning-rate path, open-loop)",
-                     ("fixed", "critical", "sqrt", "auto", "replay", "measured"))
-    # measured (docs/batch-control.md): Merrill et al. 2025's branching, in the run; the read-out is
-    # eq. 2.11 over the branches' progress on held-out rows (rlscale/control/critical.py).
-    branches: list[float] = opt([0.5, 1.0, 2.0, 4.0], "measured: batch multipliers the run branches into at a "
-                                "measurement (at least 2, each > 0; the learning rate by --lr-rule, power by default)")
-    branch_window: float = opt(0.0, "measured: examples each branch trains, in updates at the current batch (at "
-                               "least the largest multiplier, so every branch takes one update); with --progress "
-                               "reach, the most a branch may take before it counts as not reaching the goal "
-                               f"(0: {BRANCH_WINDOW_UPDATES:g} updates, with reach {REACH_CAP_UPDATES:,.0f})")
-    # reach by default: the one measure that read the fork sweeps' B_crit (docs/results.md); the window
-    # measures read it at none of five forks and are kept for the record.
-    progress: str = opt("reach", "measured: the progress a branch is read by: reach, the examples each branch "
-                        "takes until the mean return of its own last 20 episodes reaches the run's next goal "
-                        "(--goals/--stop-return): the fork sweep's measure (eq. 2.11), in the run; or the fall over "
-                        "its window of the optimised loss on held-out rows, total (policy and value parts) or "
-                        "policy (the policy part alone), both logged; or return, the rise of the mean return over "
-                        "--progress-episodes episodes played with the same seeds by the trunk and every branch",
-                        ("reach", "total", "policy", "return"))
-    progress_episodes: int = opt(16, "measured, --progress return: episodes the trunk and each branch play for the "
-                                 "reading (their steps count in the run's agent steps)")
-    branch_runs: int = opt(1, "measured, --progress reach: races of each batch, each on its own environment seeds; "
-                           "B_crit is fitted to each batch's geometric mean of steps and examples, as rlscale pareto "
-                           "pools a sweep's seeds (one race a batch reads within 2x of a fork sweep about half the time, three or "
-                           "four races 85 %% of the time: docs/batch-control.md)")
-    branches_at_once: int = opt(0, "measured, --progress reach: races run at once, each a Ray task of its own "
-                                "with serial environments and a one-thread learner, spread over a cluster's "
-                                "nodes (each takes a core: give at most the free cores); 0: one after the other "
-                                "in this process")
-    heldout_rollouts: int = opt(4, "measured: rollouts at the current batch collected for the held-out rows (more: a "
-                                "progress reading with less noise, at their agent steps' cost)")
-    remeasure: float = opt(2.0, "measured: measure again once the agent steps have grown by this factor since the "
-                           "last measurement, or the noise scale has moved by it (--remeasure-noise)")
-    # On Breakout the noise scale's trigger made all 57 re-measurements of 10 runs, the steps' none: B_simple's average moves
-    # 2x far sooner than the run changes (docs/batch-control.md).
-    remeasure_noise: float = opt(0.0, "measured: the factor by which the noise scale must move since the last "
-                                 "measurement to measure again; 0: --remeasure's; 1e9: never (the agent steps alone)")
+    batch: str = opt("fixed", "batch-size controller (auto: the wall-time optimum of the measured cost model; "
+                     "replay: another run's batch and learning-rate path, open-loop; to measure the critical "
+                     "batch at a checkpoint: rlscale measure RUN)",
+                     ("fixed", "critical", "sqrt", "auto", "replay"))
     # total: measured every update at near-zero cost, and within 1.4x of the fitted
     # B_crit on the CartPole study's well-determined goals (docs/results.md).
     signal: str = opt("total", "noise scale the controller follows: B_simple of the total loss or of one part, "
@@ -182,7 +140,7 @@ class ControlConfig:
     r: float = opt(1000.0, "sqrt mode: exchange rate r in examples per step (B = sqrt(r * B_simple))")
     # B_simple is the critical batch only where the Hessian is well conditioned; on the
     # study tasks it read 1.2-18x above the fitted B_crit (docs/results.md).
-    crit_ratio: float = opt(1.0, "B_simple / B_crit on this task (python -m rlscale.pareto measures it): the "
+    crit_ratio: float = opt(1.0, "B_simple / B_crit on this task (rlscale pareto measures it): the "
                             "adaptive modes target the signal divided by this")
     min_envs: int = opt(4, "fewest environments the controller may use")
     max_envs: int = opt(256, "most environments the controller may use")
@@ -207,25 +165,16 @@ class ControlConfig:
                            "this run follows without measuring or reacting")
 
     @property
-    def window_updates(self) -> float:
-        """--branch-window, or its default for the progress measure (0): a short window for the losses
-        and the return, a generous cap for a race to a goal (branches stop when they get there)."""
-        if self.branch_window:
-            return self.branch_window
-        return REACH_CAP_UPDATES if self.progress == "reach" else BRANCH_WINDOW_UPDATES
-
-    @property
     def scales_lr(self) -> bool:
         """Whether a resize scales the learning rate (a rule named, or noise by auto)."""
-        return self.lr_rule in ("noise", "power") or (self.lr_rule == "auto" and self.batch in ("auto", "measured"))
+        return self.lr_rule in ("noise", "power") or (self.lr_rule == "auto" and self.batch == "auto")
 
     @property
     def lr_rule_in_force(self) -> str:
-        """The rule --lr-rule auto stands for: noise with auto, power (the square-root rule of
-        adaptive optimizers, Merrill et al.'s lr x sqrt(k)) with measured, none otherwise."""
+        """The rule --lr-rule auto stands for: noise with auto, none otherwise."""
         if self.lr_rule != "auto":
             return self.lr_rule
-        return {"auto": "noise", "measured": "power"}.get(self.batch, "none")
+        return "noise" if self.batch == "auto" else "none"
 
 
 @dataclass
@@ -413,8 +362,6 @@ class Config:
                 raise UserError(
                     f"{cli_flag(name)} ({value}) must be a multiple of --vector-size ({e.vector_size})"
                 )
-        if c.batch == "measured":
-            self._check_measured()
         if (c.batch == "replay") != bool(c.replay_from):
             raise UserError("--batch replay and --replay-from RUN_DIR go together: give both or neither")
         if c.batch != "fixed" and not c.min_envs <= e.n_envs <= c.max_envs:
@@ -464,44 +411,6 @@ class Config:
         if c.signal in tags.METRICS:
             self._check_metric_signal()
         return self
-
-    def _check_measured(self) -> None:
-        c, r = self.control, self.run
-        if len(c.branches) < 2:
-            raise UserError(f"--branches needs at least 2 batch multipliers to compare, got {len(c.branches)}")
-        if not all(m > 0 and math.isfinite(m) for m in c.branches):
-            raise UserError(f"--branches multipliers must be positive, got {' '.join(f'{m:g}' for m in c.branches)}")
-        if len(set(c.branches)) != len(c.branches):
-            raise UserError("--branches multipliers must differ from one another")
-        if c.branch_window < 0:
-            raise UserError(f"--branch-window must be positive, or 0 for --progress's default; got {c.branch_window:g}")
-        if not c.window_updates >= max(c.branches):
-            given = f"--branch-window {c.window_updates:g}" if c.branch_window else \
-                f"--branch-window's default for --progress {c.progress} ({c.window_updates:g})"
-            raise UserError(f"{given} is under one update for the {max(c.branches):g}x "
-                            f"branch: give at least {max(c.branches):g} (updates at the current batch)")
-        if c.progress == "reach" and not self.score_goals:
-            raise UserError("--progress reach (the default) races the branches to the run's next goal: give "
-                            "--goals or --stop-return, or another --progress")
-        if c.branch_runs < 1:
-            raise UserError(f"--branch-runs must be at least 1, got {c.branch_runs}")
-        if c.branch_runs > 1 and c.progress != "reach":
-            raise UserError("--branch-runs races each batch more than once: it goes with --progress reach")
-        if c.branches_at_once < 0:
-            raise UserError(f"--branches-at-once must be 0 (one after the other) or more, got {c.branches_at_once}")
-        if c.branches_at_once and c.progress != "reach":
-            raise UserError("--branches-at-once races the branches side by side: it goes with --progress reach")
-        if c.progress == "return" and c.progress_episodes < 2:
-            raise UserError(f"--progress-episodes must be at least 2, got {c.progress_episodes}")
-        if c.heldout_rollouts < 1:
-            raise UserError(f"--heldout-rollouts must be at least 1, got {c.heldout_rollouts}")
-        if not c.remeasure > 1:
-            raise UserError(f"--remeasure must be above 1 (a growth factor), got {c.remeasure:g}")
-        if not (c.remeasure_noise == 0 or c.remeasure_noise > 1):
-            raise UserError(f"--remeasure-noise must be above 1 (a factor) or 0 (--remeasure's), got {c.remeasure_noise:g}")
-        if r.backend != "native" or r.learners > 1 or r.overlap:
-            raise UserError("--batch measured branches one native learner in this process: drop --backend rllib, "
-                            "--learners and --overlap")
 
     def _check_metric_signal(self) -> None:
         """--signal precond/hessian/precond_hessian needs what measures them: rlscale's own single learner."""
@@ -651,7 +560,18 @@ BEHAVIOUR_BEFORE_FIELD = {("control", "probe_cooldown"): True, ("control", "min_
                           ("noise", "noise_settle"): 0}
 
 
+# Settings of the in-run measurement (--batch measured), retired when it became `rlscale measure`:
+# a saved config that names them still loads, without them.
+RETIRED = {("control", key) for key in ("branches", "branch_window", "progress", "progress_episodes", "branch_runs",
+                                        "branches_at_once", "heldout_rollouts", "remeasure", "remeasure_noise")}
+
+
 def _apply_saved(data: dict[str, Any], where: str) -> Config:
+    if data.get("control", {}).get("batch") == "measured":
+        raise UserError(f"{where}: a run of --batch measured, which became the command rlscale measure; read it "
+                        "with a checkout of rlscale before it (git log -- rlscale/training/measure.py)")
+    data = {section: {k: v for k, v in values.items() if (section, k) not in RETIRED} if isinstance(values, dict)
+                      else values for section, values in data.items()}
     cfg = Config()
     for (section, key), value in BEHAVIOUR_BEFORE_FIELD.items():
         if key not in data.get(section, {}):

@@ -1,6 +1,6 @@
 """``python -m rlscale.pbt <env> --members 4 --stop-return G``: Population Based Training over the batch
 size and the learning rate (Ray Tune's ``PopulationBasedTraining``), the proxy-free peer of
-``--batch measured``.
+``rlscale measure``.
 
 Each member trains in segments of ``--interval`` frames. A segment is a run of its own (a fixed batch,
 its rate, a seed of its own) that starts from the member's last checkpoint, as ``--init-from`` branches

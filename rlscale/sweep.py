@@ -17,7 +17,7 @@ With ``--init-from RUN_DIR`` every trial branches from that run's latest
 checkpoint (its network and optimizer state, counters from zero): the grid
 then measures the critical batch from that point of training on.
 
-Then: ``python -m rlscale.pareto <sweep dir>``.
+Then: ``rlscale pareto <sweep dir>``.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def run_sweep(env: str, agent: str | None, overrides: dict[str, Any], trials: li
           f"{sum(s == 'resumable' for *_, s in todo)} to resume, {sum(s == 'new' for *_, s in todo)} new)",
           flush=True)
     if not todo:
-        print(f"nothing to do; analyse with: python -m rlscale.pareto {sweep_dir}")
+        print(f"nothing to do; analyse with: rlscale pareto {sweep_dir}")
         return 0
     with ray_runtime(address):
         plans = {t.name: (dumps_toml(cfg), state == "resumable") for t, cfg, state in todo}
@@ -164,7 +164,7 @@ def run_sweep(env: str, agent: str | None, overrides: dict[str, Any], trials: li
     # Counted from the trials' own summaries: an interrupted sweep (Ctrl-C) ends its
     # trials without an error, and they are not finished.
     finished = sum(trial_state(Path(cfg.run.run_dir)) == "finished" for _, cfg, _ in planned)
-    print(f"{finished} of {len(planned)} trials finished; analyse with: python -m rlscale.pareto {sweep_dir}")
+    print(f"{finished} of {len(planned)} trials finished; analyse with: rlscale pareto {sweep_dir}")
     if finished < len(planned):
         print(f"{len(planned) - finished} not finished: the same command resumes them", flush=True)
     for result in failed:
@@ -182,7 +182,7 @@ def parser() -> Parser:
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds (default: 0)")
     p.add_argument("--auto", action="store_true",
                    help="also one --batch auto run per learning rate and seed, started at the preset's "
-                        "env count, under the same load as the fixed trials (for python -m rlscale.study)")
+                        "env count, under the same load as the fixed trials (for rlscale study)")
     p.add_argument("--auto-from", type=int, nargs="+", default=[], metavar="BATCH",
                    help="like --auto, started at each of these batch sizes instead of the preset's "
                         "(how much a wrong start costs auto)")

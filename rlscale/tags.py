@@ -92,15 +92,3 @@ WALL_SECONDS = "perf/wall_seconds"  # training time so far, summed over the resu
 UPDATE_SECONDS = "perf/update_seconds"  # collection and learning of this update (what the cost model fits)
 OVERHEAD_SECONDS = "perf/overhead_seconds"  # a of T(B) = a + b*B
 SECONDS_PER_OBSERVATION = "perf/seconds_per_observation"  # b, per observation collected and trained on
-
-# --batch measured (rlscale/training/measure.py): logged at the agent step each measurement ends.
-MEASURED_BATCH = "measure/critical_batch"  # B_crit read from the branches (eq. 2.11 over their progress)
-MEASURED_BATCH_BY = "measure/critical_batch_{progress}"  # the reading by each progress measure (total, policy, return, reach)
-MEASURED_LOW = "measure/critical_low"  # its 90 % interval (a bootstrap; with reach, the fit's s.e.)
-MEASURED_HIGH = "measure/critical_high"
-MEASURED_EFFICIENT = "measure/efficient_batch"  # Merrill et al.'s rule: the largest batch within 20 % per example
-BRANCH_PROGRESS = "measure/progress_x{multiplier:g}"  # a branch's progress per 1,000 examples by --progress
-MEASURE_SECONDS = "measure/overhead_seconds"  # wall time of the held-out batch and the branches not continued
-MEASURE_TARGET = "measure/target_return"  # --progress reach: the goal the branches raced to
-MEASURE_EXAMPLES = "measure/overhead_examples"  # examples of the branches not continued (run totals count them)
-MEASUREMENTS = "measure/count"

@@ -9,19 +9,15 @@ is ``train()`` below, through the same parser as the command line.
 from __future__ import annotations
 
 import json
-import signal
 import sys
-import threading
 import types
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from rlscale import presets
 from rlscale.api import TrainedRun, settings_argv
-from rlscale.cli import Parser, command_name
+from rlscale.cli import Parser, command_name, interrupts_raise
 from rlscale.config import (
     COMMON_SETTINGS,
     FIELDS,
@@ -43,28 +39,6 @@ from rlscale.training.checkpoint import CONFIG_FILE, SUMMARY_FILE
 def default_run_dir(cfg: Config) -> Path:
     name = cfg.env.env_id.replace("ALE/", "").replace("/", "-").split("-v")[0].lower()
     return runs_root() / f"{name}-{cfg.agent.algo}-{datetime.now():%Y%m%d-%H%M%S}"
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handler API
-    raise KeyboardInterrupt
-
-
-@contextmanager
-def interrupts_raise() -> Iterator[None]:
-    """SIGINT and SIGTERM raise KeyboardInterrupt, so a run checkpoints before it exits.
-
-    Both handlers explicitly: a process started with SIGINT ignored (a background
-    job of a non-interactive shell) would otherwise never see Ctrl-C. Only the
-    main thread may set handlers (a Ray Tune trial runs in another one).
-    """
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = ({sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
-                if main_thread else {})
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 # What a resumed run may change: where it stops (budget, score) and how it reports and

@@ -201,7 +201,8 @@ def run_in_process(args: list[str]) -> subprocess.CompletedProcess:
     import importlib
     import io
 
-    main = importlib.import_module(args[0]).main
+    # "rlscale COMMAND": the console command's dispatch (rlscale/commands.py), as python -m rlscale runs it.
+    main = importlib.import_module("rlscale.commands" if args[0] == "rlscale" else args[0]).main
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -211,13 +212,13 @@ def run_in_process(args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
-def train_subprocess(args: list[str], stdout: Path | None = None) -> subprocess.Popen:
-    """``python -m rlscale.train ARGS`` in the background, output captured (stdout into a file if given,
-    which a test can read while the run goes on)."""
+def train_subprocess(args: list[str], stdout: Path | None = None, module: str = "rlscale.train") -> subprocess.Popen:
+    """``python -m rlscale.train ARGS`` (or another command's ``module``) in the background, output captured
+    (stdout into a file if given, which a test can read while the command goes on)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with contextlib.ExitStack() as files:  # the child has its own copy of the file's descriptor
         out = subprocess.PIPE if stdout is None else files.enter_context(stdout.open("w"))
-        return subprocess.Popen([sys.executable, "-m", "rlscale.train", *args], cwd=ROOT, env=env,
+        return subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT, env=env,
                                 stdout=out, stderr=subprocess.PIPE, text=True, preexec_fn=_interruptible)
 
 

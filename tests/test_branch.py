@@ -123,7 +123,7 @@ def test_pareto_over_branches_reads_the_trunks_noise_scales_at_the_branch_point(
         for seed in (0, 1):
             train("--init-from", str(trunk), "--n-envs", str(n_envs), "--seed", str(seed), "--total-frames", "40000",
                   "--stop-return", "60", "--goals", "60", "--run-dir", str(sweep / f"b{n_envs * 5}-s{seed}"))
-    result = run_in_process(["rlscale.pareto", str(sweep), "--goals", "60"])
+    result = run_in_process(["rlscale", "pareto", str(sweep), "--goals", "60"])
     assert result.returncode == 0, result.stderr
     ckpt, step = checkpoint.latest(trunk), checkpoint.step_of(checkpoint.latest(trunk))
     head = re.search(rf"branched from {re.escape(str(ckpt))} at {step:,} agent steps.*last stretch, "
@@ -142,7 +142,7 @@ def test_pareto_over_branches_reads_the_trunks_noise_scales_at_the_branch_point(
                             f"{stretch:,.0f} (goal 60: {stretch / b_crit:.2f})"), line
     assert (sweep / "bcrit_vs_bsimple.png").stat().st_size > 0
     # Any CartPole policy scores 10: every branch meets it with its first 20 episodes, and pareto says so.
-    result = run_in_process(["rlscale.pareto", str(sweep), "--goals", "10"])
+    result = run_in_process(["rlscale", "pareto", str(sweep), "--goals", "10"])
     assert result.returncode == 0, result.stderr
     flagged = [line.strip() for line in result.stdout.splitlines() if "met it with its first 20 episodes" in line]
     assert [line.split(" (lr")[0] for line in flagged] == ["goal 10: batch 20", "goal 10: batch 40", "goal 10: batch 80"]
@@ -156,7 +156,7 @@ def test_pareto_cells_prints_each_cells_noise_scales_up_to_the_goal(trunk, tmp_p
             train("--init-from", str(trunk), "--n-envs", str(n_envs), "--lr", str(lr), "--seed", str(seed),
                   "--total-frames", "3000", "--goals", "60", "--curvature-every", "10",
                   "--run-dir", str(sweep / f"b{n_envs}-{lr}-s{seed}"))
-    result = run_in_process(["rlscale.pareto", str(sweep), "--goals", "1e9", "--cells"])
+    result = run_in_process(["rlscale", "pareto", str(sweep), "--goals", "1e9", "--cells"])
     assert result.returncode == 2  # no run reaches 1e9: the fit has nothing, but the cells print first
     lines = result.stdout.splitlines()
     first = lines.index("noise scales averaged up to goal 1e+09 (median over seeds; * a seed fell short, read to "

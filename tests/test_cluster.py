@@ -114,18 +114,21 @@ def test_a_ray_job_joins_its_cluster_spreads_actors_and_learns(cluster, tmp_path
 # Before the tests that lose a node: the cluster is whole for it without being repaired (tests run in file order).
 @pytest.mark.timeout(240)
 def test_a_measurements_races_run_side_by_side_on_the_clusters_nodes(cluster, tmp_path, capsys):
-    """--branches-at-once on a cluster: a serial run joins it for its measurement's races, and Ray spreads the
-    races over the nodes (the line says on how many); the run leaves the cluster as it found it."""
+    """rlscale measure --address: the races join the cluster as Ray tasks and Ray spreads them over its nodes; the
+    measurement leaves the cluster as it found it."""
+    from rlscale.measure import main as measure_main
+
     c, _ = cluster
-    code = train_main(["cartpole", "--serial", "--address", c.address, "--batch", "measured", "--progress", "reach",
-                       "--goals", "30", "45", "--total-frames", "9000", "--n-envs", "8", "--branch-window", "400",
-                       "--log-interval", "600", "--branches-at-once", "2", "--run-dir", str(tmp_path / "run")])
+    run_dir = tmp_path / "run"
+    assert train_main(["cartpole", "--serial", "--goals", "30", "--stop-return", "30", "--n-envs", "8",
+                       "--log-interval", "600", "--run-dir", str(run_dir)]) == 0
+    code = measure_main([str(run_dir), "--address", c.address, "--at-once", "2", "--goal", "45", "--batches", "0.5",
+                         "2", "--races", "2", "--cap-updates", "400", "--out", str(tmp_path / "m.json")])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "measurement races 2 at once (Ray tasks on 3 nodes, 3 CPUs)" in out
-    (line,) = [line for line in out.splitlines() if line.startswith("measured at")]
-    nodes = re.search(r"\(2 races at once on (\d) nodes\)", line)
-    assert nodes is not None and int(nodes[1]) >= 2, line
+    assert "racing 2 races at once (Ray tasks on 3 nodes, 3 CPUs)" in out
+    nodes = {race["node"] for race in json.loads((tmp_path / "m.json").read_text())["races"]}
+    assert len(nodes) >= 2, nodes
     assert not ray.is_initialized()
 
 

@@ -160,16 +160,3 @@ def test_replay_follows_the_schedule_by_agent_steps_and_ignores_the_noise_scale(
     clone.load_state_dict(c.state_dict())
     assert clone.agent_steps == c.agent_steps == 320
 
-
-@pytest.mark.parametrize("remeasure_noise, due_on_noise", [(0.0, True), (4.0, False), (1e9, False)])
-def test_measured_remeasures_when_the_steps_grow_or_the_noise_scale_moves_by_its_own_factor(remeasure_noise,
-                                                                                           due_on_noise):
-    c = controller(batch="measured", remeasure=2.0, remeasure_noise=remeasure_noise)
-    assert c.measurement_due(0.0, None) == "the start"
-    c.measured(100_000, 50.0)
-    assert c.measurement_due(150_000, 60.0) is None
-    # Moved 3x: due under --remeasure's 2 (remeasure_noise 0), not under its own 4 or 1e9 (never).
-    moved = c.measurement_due(150_000, 150.0)
-    assert (moved == "the noise scale moved x3.0 since the last measurement") is due_on_noise
-    assert due_on_noise or moved is None
-    assert c.measurement_due(200_000, 50.0) == "agent steps x2.0 since the last measurement"

@@ -114,7 +114,7 @@ def test_an_elastic_pool_starts_without_the_actors_that_get_no_cpu(ray_instance)
 
 @pytest.mark.timeout(240)
 def test_an_elastic_pool_restarted_at_another_size_adds_or_retires_actors_for_it(ray_instance):
-    """Pool.restart (a race of --batch measured): all new environments at the asked size, placed at most K an
+    """Pool.restart (a race of rlscale measure): all new environments at the asked size, placed at most K an
     actor, a second actor started for them and retired when a restart asks for fewer."""
     pool, weights = elastic_cartpole()
     try:

@@ -105,7 +105,7 @@ def test_deterministic_evaluation_repeats_exactly(trained_runs):
 
 def test_video_decodes_back_with_one_frame_per_step(trained_runs, tmp_path):
     out, report = tmp_path / "cartpole.mp4", tmp_path / "eval.json"
-    result = run_command(["rlscale.evaluate", str(trained_runs[0]), "--episodes", "2",
+    result = run_command(["rlscale", "evaluate", str(trained_runs[0]), "--episodes", "2",
                           "--n-envs", "1", "--video", str(out), "--json", str(report)], timeout=120)
     assert result.returncode == 0, result.stderr
     assert "return" in result.stdout and "over 2 episodes" in result.stdout
@@ -160,7 +160,7 @@ def test_video_writer_pads_odd_frames(tmp_path):
 
 def test_gif_clip_keeps_the_first_frames_at_the_decision_rate(trained_runs, tmp_path):
     out = tmp_path / "clip.gif"
-    result = run_command(["rlscale.evaluate", str(trained_runs[0]), "--episodes", "1", "--n-envs", "1",
+    result = run_command(["rlscale", "evaluate", str(trained_runs[0]), "--episodes", "1", "--n-envs", "1",
                           "--video", str(out), "--video-frames", "12"], timeout=120)
     assert result.returncode == 0, result.stderr
     assert "12 frames" in result.stdout
@@ -194,7 +194,7 @@ def test_gif_writer_scales_small_frames_and_keeps_colours(tmp_path):
 
 def test_compare_writes_table_csv_and_png_that_agree_with_training(trained_runs, tmp_path):
     png, table = tmp_path / "cmp.png", tmp_path / "cmp.csv"
-    result = run_command(["rlscale.compare", *map(str, trained_runs), "--goals", *GOALS,
+    result = run_command(["rlscale", "compare", *map(str, trained_runs), "--goals", *GOALS,
                           "--out", str(png), "--csv", str(table)], timeout=120)
     assert result.returncode == 0, result.stderr
     assert "cartpole-seed1" in result.stdout and "goal 30: agent steps" in result.stdout
@@ -218,16 +218,16 @@ def test_evaluate_and_compare_bad_input(trained_runs, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     cases = [
-        (["rlscale.evaluate", str(tmp_path / "nope")], ["does not exist"]),
-        (["rlscale.evaluate", str(empty)], ["no checkpoint"]),
-        (["rlscale.evaluate", str(trained_runs[0]), "--video", str(tmp_path / "x.avi")], ["must end in .mp4 or .gif"]),
-        (["rlscale.evaluate", str(trained_runs[0]), "--video-frames", "9"], ["--video-frames needs --video"]),
-        (["rlscale.evaluate", str(trained_runs[0]), "--video", str(tmp_path / "no" / "x.mp4")],
+        (["rlscale", "evaluate", str(tmp_path / "nope")], ["does not exist"]),
+        (["rlscale", "evaluate", str(empty)], ["no checkpoint"]),
+        (["rlscale", "evaluate", str(trained_runs[0]), "--video", str(tmp_path / "x.avi")], ["must end in .mp4 or .gif"]),
+        (["rlscale", "evaluate", str(trained_runs[0]), "--video-frames", "9"], ["--video-frames needs --video"]),
+        (["rlscale", "evaluate", str(trained_runs[0]), "--video", str(tmp_path / "no" / "x.mp4")],
          ["does not exist"]),
-        (["rlscale.evaluate", str(trained_runs[0]), "--env", "Acrobot-v1"], ["trained on CartPole-v1"]),
-        (["rlscale.evaluate", str(trained_runs[0]), "--episodes", "0"], ["--episodes"]),
-        (["rlscale.compare", str(empty)], ["no run directories"]),
-        (["rlscale.compare", str(trained_runs[0]), "--out", str(tmp_path / "x.jpg")], ["must end in .png"]),
+        (["rlscale", "evaluate", str(trained_runs[0]), "--env", "Acrobot-v1"], ["trained on CartPole-v1"]),
+        (["rlscale", "evaluate", str(trained_runs[0]), "--episodes", "0"], ["--episodes"]),
+        (["rlscale", "compare", str(empty)], ["no run directories"]),
+        (["rlscale", "compare", str(trained_runs[0]), "--out", str(tmp_path / "x.jpg")], ["must end in .png"]),
     ]
     (first_args, first_fragments), *rest = cases
     assert_one_line_error(run_command(first_args, timeout=120), *first_fragments)  # a real python -m
@@ -238,7 +238,7 @@ def test_evaluate_and_compare_bad_input(trained_runs, tmp_path):
 def test_corrupt_checkpoint_is_one_line(trained_runs, tmp_path):
     bad = tmp_path / "ckpt-000000000001.pt"
     bad.write_bytes(b"not a checkpoint")
-    assert_one_line_error(run_command(["rlscale.evaluate", str(bad)], timeout=60), "corrupt")
+    assert_one_line_error(run_command(["rlscale", "evaluate", str(bad)], timeout=60), "corrupt")
 
 
 def test_run_directories_of_an_older_format_are_refused_in_one_line(tmp_path):
@@ -254,7 +254,7 @@ def test_run_directories_of_an_older_format_are_refused_in_one_line(tmp_path):
         for step in (80, 160):
             writer.add_scalar("batch/size", 80, step)
             writer.add_scalar("rollout/episode_return", 10.0, step)
-    assert_one_line_error(run_command(["rlscale.compare", str(old), "--out", str(tmp_path / "c.png")],
+    assert_one_line_error(run_command(["rlscale", "compare", str(old), "--out", str(tmp_path / "c.png")],
                                       timeout=120), "older rlscale", "batch/optimizer_batch")
 
 
@@ -263,5 +263,5 @@ def test_checkpoints_of_an_older_format_are_refused_in_one_line(tmp_path):
 
     old = tmp_path / "ckpt-000000000080.pt"
     torch.save({"format": "rlscale-checkpoint-1", "counters": {"agent_steps": 80}}, old)
-    assert_one_line_error(run_command(["rlscale.evaluate", str(old)], timeout=60),
+    assert_one_line_error(run_command(["rlscale", "evaluate", str(old)], timeout=60),
                           "rlscale-checkpoint-1", "rlscale-checkpoint-2")

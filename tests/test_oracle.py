@@ -105,13 +105,13 @@ def test_a_real_runs_stages_are_its_goal_records(tmp_path):
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
-    out = run_in_process(["rlscale.oracle", str(tmp_path), "--round-trip", "0.01", "--nodes", "0"])
+    out = run_in_process(["rlscale", "oracle", str(tmp_path), "--round-trip", "0.01", "--nodes", "0"])
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--nodes 0" in out.stderr
     run_dir = tmp_path / "sweep" / "one"
     trained = run_in_process(["rlscale.train", "cartpole", "--pool", "serial", "--total-frames", "2000",
                               "--log-interval", "600", "--run-dir", str(run_dir)])
     assert trained.returncode == 0, trained.stderr
-    one_cell = run_in_process(["rlscale.oracle", str(tmp_path / "sweep"), "--round-trip", "0.01",
+    one_cell = run_in_process(["rlscale", "oracle", str(tmp_path / "sweep"), "--round-trip", "0.01",
                                "--goals", "10"])
     assert one_cell.returncode == 2 and one_cell.stderr.count("\n") == 1
     assert "at least two batch sizes" in one_cell.stderr

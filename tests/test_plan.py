@@ -148,7 +148,7 @@ def auto_run(tmp_path_factory):
 
 def test_plan_command_on_a_real_run(auto_run, tmp_path):
     png = tmp_path / "plan.png"
-    result = run_in_process(["rlscale.plan", str(auto_run), "--nodes", "1", "2", "4", "--learners", "2",
+    result = run_in_process(["rlscale", "plan", str(auto_run), "--nodes", "1", "2", "4", "--learners", "2",
                              "--cpus-per-node", "2", "--reference-cores", "2", "--out", str(png)])
     assert result.returncode == 0, result.stderr
     out = result.stdout
@@ -166,7 +166,7 @@ def test_plan_reads_b_crit_as_b_simple_over_the_crit_ratio(auto_run):
     assert len(plain) == len(quarter) > 10
     assert all(q.noise_scale == pytest.approx(p.noise_scale / 4) and q.batch == p.batch
                for p, q in zip(plain, quarter, strict=True))
-    result = run_in_process(["rlscale.plan", str(auto_run), "--nodes", "1", "--crit-ratio", "4"])
+    result = run_in_process(["rlscale", "plan", str(auto_run), "--nodes", "1", "--crit-ratio", "4"])
     assert result.returncode == 0, result.stderr
     assert "B_crit read as B_simple / 4" in result.stdout
 
@@ -177,13 +177,13 @@ def test_plan_bad_input(auto_run, tmp_path):
                               "--run-dir", str(fixed)])
     assert trained.returncode == 0, trained.stderr
     cases = [
-        (["rlscale.plan", str(fixed)], ["has no measured cost model", "--cost RUN_DIR", "--overhead SECONDS"]),
-        (["rlscale.plan", str(tmp_path / "nope")], ["does not exist"]),
-        (["rlscale.plan", str(auto_run), "--nodes", "0"], ["--nodes must be positive"]),
-        (["rlscale.plan", str(auto_run), "--crit-ratio", "0"], ["--crit-ratio must be a positive number"]),
-        (["rlscale.plan", str(auto_run), "--goal", "100000"], ["never reached a mean return of 100000"]),
-        (["rlscale.plan", str(auto_run), "--overhead", "1000"], ["is not below the run's median update time"]),
-        (["rlscale.plan", str(auto_run), "--out", str(tmp_path / "x.jpg")], ["must end in .png"]),
+        (["rlscale", "plan", str(fixed)], ["has no measured cost model", "--cost RUN_DIR", "--overhead SECONDS"]),
+        (["rlscale", "plan", str(tmp_path / "nope")], ["does not exist"]),
+        (["rlscale", "plan", str(auto_run), "--nodes", "0"], ["--nodes must be positive"]),
+        (["rlscale", "plan", str(auto_run), "--crit-ratio", "0"], ["--crit-ratio must be a positive number"]),
+        (["rlscale", "plan", str(auto_run), "--goal", "100000"], ["never reached a mean return of 100000"]),
+        (["rlscale", "plan", str(auto_run), "--overhead", "1000"], ["is not below the run's median update time"]),
+        (["rlscale", "plan", str(auto_run), "--out", str(tmp_path / "x.jpg")], ["must end in .png"]),
     ]
     (first_args, first_fragments), *rest = cases
     assert_one_line_error(run_command(first_args, timeout=120), *first_fragments)  # a real python -m

@@ -435,7 +435,7 @@ def test_same_seed_same_first_batch(serial, ray_instance):
 
 @pytest.mark.parametrize("serial", [True, False])
 def test_a_restart_with_a_seed_steps_alike_whatever_ran_before(serial, ray_instance):
-    """Pool.restart (the branches of --batch measured --progress reach): new environments and action draws seeded
+    """Pool.restart (the races of rlscale measure): new environments and action draws seeded
     by the seed alone, at any size; another seed steps otherwise."""
     cfg = cartpole(n_envs=4, vector_size=2, serial=serial)
     spec, weights = weights_for(cfg)

@@ -435,16 +435,3 @@ def test_the_loop_gain_is_how_far_the_settling_batch_moves_per_error_in_the_read
     assert steep.self_consistent["total"].slope > 1 and steep.self_consistent["total"].loop_gain is None
     assert "gain unbounded (slope >= 1)" in self_consistent_lines([steep])[1]
 
-
-def test_measured_runs_are_named_by_their_rule_progress_and_branches_not_by_a_noise_average():
-    """--batch measured follows its measurements at the power rule (lr-rule auto): its variant says so, and runs
-    that race to goals are another variant than runs read by the held-out loss."""
-    held_out, racing = record("a", "measured", 8, 4_000, 0.01), record("b", "measured", 8, 4_000, 0.01)
-    held_out.cfg.control.progress = "total"  # racing keeps the default, reach
-    assert variant_of(held_out) == "measured from 40 lr 0.0007 power a0.5 by total branches 0.5/1/2/4 remeasure 2"
-    assert variant_of(racing) == variant_of(held_out).replace("by total", "by reach")
-    assert len({c.variant for c in cells([held_out, racing], [475.0])}) == 2
-    twice, at_once = record("c", "measured", 8, 4_000, 0.01), record("d", "measured", 8, 4_000, 0.01)
-    twice.cfg.control.branch_runs, at_once.cfg.control.branches_at_once = 2, 2
-    assert variant_of(twice) == variant_of(racing).replace("4 remeasure", "4 x2 races remeasure")
-    assert variant_of(at_once) == variant_of(racing).replace("4 remeasure", "4 2 at once remeasure")

@@ -88,7 +88,7 @@ def test_sweep_rerun_skips_finished_trials(sweep_dir):
 
 
 def test_pareto_writes_table_csv_and_plots(sweep_dir, tmp_path):
-    result = run_in_process(["rlscale.pareto", str(sweep_dir), "--goals", *GOALS, "--out-dir", str(tmp_path)])
+    result = run_in_process(["rlscale", "pareto", str(sweep_dir), "--goals", *GOALS, "--out-dir", str(tmp_path)])
     assert result.returncode == 0, result.stderr
     assert "3 fixed-batch runs at 3 batch sizes" in result.stdout
     rows = {r["goal"]: r for r in csv.DictReader((tmp_path / "pareto.csv").open())}
@@ -124,8 +124,8 @@ def test_sweep_and_pareto_bad_input(sweep_dir, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     cases = [
-        (["rlscale.pareto", str(empty)], ["no run directories"]),
-        (["rlscale.pareto", str(sweep_dir), "--goals", "100000"], ["no run reached any goal"]),
+        (["rlscale", "pareto", str(empty)], ["no run directories"]),
+        (["rlscale", "pareto", str(sweep_dir), "--goals", "100000"], ["no run reached any goal"]),
         (["rlscale.sweep", "cartpole", "--batch-sizes", "7"], ["batch size 7 is not a whole number"]),
         (["rlscale.sweep", "cartpole", "--auto-from", "7"], ["batch size 7 is not a whole number"]),
         (["rlscale.sweep", "cartpole", "--auto-from", "0"], ["must be positive"]),

@@ -1,9 +1,9 @@
 """docs/tensorboard.md against real runs: the tags they log, and the charts they open with.
 
-Three short serial CartPole runs (no Ray) are read back from their event files: PPO under
-``--batch auto`` with every optional measurement on, A2C under ``--batch critical`` (where
+Two short serial CartPole runs (no Ray) are read back from their event files: PPO under
+``--batch auto`` with every optional measurement on, and A2C under ``--batch critical`` (where
 the controller's target is the signal's noise scale itself, the case where two charted
-lines coincide) and A2C under ``--batch measured`` (the branching measurement's tags). Their tags are checked against the doc's tag table in both directions:
+lines coincide). Their tags are checked against the doc's tag table in both directions:
 every logged tag is in the table, and every table tag is logged exactly where the
 conditions in its *logged* column say.
 """
@@ -27,9 +27,8 @@ from tests.conftest import ROOT
 from tests.test_train import REQUIRED_TAGS, charted, custom_scalars_charts
 
 DOC = ROOT / "docs" / "tensorboard.md"
-# The doc: "`<part>` stands for `policy` and `value`", and --batch measured's progress measures and branches.
-PLACEHOLDERS = {"<part>": ("policy", "value"), "<progress>": ("total", "policy"),
-                "<multiplier>": ("0.5", "1", "2", "4")}
+# The doc: "`<part>` stands for `policy` and `value`".
+PLACEHOLDERS = {"<part>": ("policy", "value")}
 RUN_TIMEOUT = 600  # both runs take ~20 s on an idle 2-core machine, several times that on a busy one
 
 RUNS = {
@@ -43,12 +42,6 @@ RUNS = {
     "a2c": ["cartpole", "--agent", "a2c", "--serial", "--n-envs", "8", "--vector-size", "2",
             "--batch", "critical", "--cooldown", "1000000", "--noise-settle", "0", "--curvature-every", "3",
             "--total-frames", "480", "--log-interval", "1000"],
-    # 8 envs x 5 steps, --batch measured: a measurement at the start (branches 4-32 envs, 4 updates' worth
-    # each), 8 updates, a second measurement (agent steps x2), and no more within the budget.
-    "measured": ["cartpole", "--agent", "a2c", "--serial", "--n-envs", "8", "--vector-size", "2",
-                 "--batch", "measured", "--progress", "total", "--branch-window", "4", "--noise-settle", "0",
-                 "--curvature-every", "3",
-                 "--total-frames", "2200", "--log-interval", "1000"],
 }
 
 
@@ -164,10 +157,8 @@ CONDITIONS: dict[str, Callable[[Run, str], bool]] = {
     "preconditioned": lambda run, tag: run.cfg.agent.optimizer in PRECONDITIONED_OPTIMIZERS,
     "`--noise-clip`": lambda run, tag: run.cfg.noise.noise_clip > 0,
     "batch moves": lambda run, tag: run.cfg.control.batch != "fixed",
-    "resize": lambda run, tag: run.resized and run.cfg.control.batch != "measured",
+    "resize": lambda run, tag: run.resized,
     "`--batch auto`": lambda run, tag: run.cfg.control.batch == "auto",
-    "`--batch measured`": lambda run, tag: run.cfg.control.batch == "measured",
-    "`--progress reach`": lambda run, tag: run.cfg.control.progress == "reach",
     "where defined": defined,
 }
 
@@ -204,8 +195,6 @@ def test_the_three_ratios_the_table_missed_are_documented_with_their_conditions(
 def test_every_tag_the_code_names_is_documented():
     """Every tag constant of rlscale/tags.py, each part's and each metric's, has its row (legacy ones aside)."""
     named = {v for k, v in vars(tags).items() if k.isupper() and isinstance(v, str) and "/" in v and "{" not in v}
-    named |= {tags.MEASURED_BATCH_BY.format(progress=p) for p in ("total", "policy")}
-    named |= {tags.BRANCH_PROGRESS.format(multiplier=m) for m in (0.5, 1, 2, 4)}
     named -= {tags.LEGACY_SIGNAL}
     named |= {tags.noise(q, p) for q in ("b_simple", "grad_sq", "trace_sigma") for p in tags.PARTS}
     named |= {tags.raw_noise(q, p) for q in ("grad_sq", "trace_sigma") for p in tags.PARTS}

@@ -101,7 +101,7 @@ def test_short_pong_run_through_actors_writes_tensorboard(tmp_path, capsys):
     assert out.splitlines()[0] == f"run directory: {run_dir}"
     assert f"tensorboard --logdir {run_dir}\n" in out and "steps " in out  # the named run, not its parent
     # The header says which control the run takes and, for the presets' fixed batch, why (issue 61's item 4).
-    assert "| batch control: fixed (no controller was reliably as fast as a tuned fixed batch" in out
+    assert "| batch control: fixed (why: docs/batch-control.md) |" in out
     events = scalars(run_dir)
     tags = set(events.Tags()["scalars"])
     missing = REQUIRED_TAGS - tags

@@ -16,9 +16,6 @@ number of minibatches for PPO.
             times one batch a factor larger. It resizes only when the
             model predicts B* at least ``min_gain`` faster per unit of progress than the
             current batch: near B* the time is flat and a resize is not free.
-* measured: the critical batch measured by branching the run into batch sizes
-            (``rlscale.training.measure``); the controller says when to measure and
-            sets each branch's learning rate, and holds the chosen batch in between.
 * replay:   the environments and learning rate a recorded run took at each agent step
             (``rlscale.control.schedule``), open-loop: the studies' control for feedback.
 
@@ -90,9 +87,6 @@ class BatchController:
     reference: tuple[float, float] | None = None
     schedule: Schedule | None = None  # --batch replay: the recorded run's path
     agent_steps: float = 0.0  # trained so far: where the replayed schedule stands
-    # --batch measured: (agent steps, noise scale) at the end of the last measurement.
-    measured_at: tuple[float, float] | None = None
-    measured_batch: float = math.nan  # --batch measured: the last measurement's B_crit
 
     def step(self, n_envs: int, noise_scale: float | None, observations: float, lr: float) -> Decision:
         """Called once per update, after it trained on ``observations``."""
@@ -101,9 +95,6 @@ class BatchController:
         self.anchor(n_envs, lr)
         if self.cfg.batch == "fixed":
             return Decision(n_envs, lr, None, "fixed batch")
-        if self.cfg.batch == "measured":  # the measurement chooses the batch (training/measure.py)
-            target = self.measured_batch if math.isfinite(self.measured_batch) else None
-            return Decision(n_envs, lr, target, "holding the measured batch")
         if self.cfg.batch == "replay":
             return self._replay(n_envs, lr)
         if noise_scale is None or not math.isfinite(noise_scale) or noise_scale <= 0:
@@ -207,8 +198,7 @@ class BatchController:
         return Decision(new_envs, lr, target, f"{direction}: {why} vs {current:,.0f} observations")
 
     def anchor(self, n_envs: int, lr: float) -> None:
-        """The learning-rate rule's anchor, once: the first environments and rate the controller sees
-        (an update's, or a measurement's before the first update)."""
+        """The learning-rate rule's anchor, once: the first environments and rate the controller sees."""
         if self.reference is None:
             self.reference = (n_envs * self.observations_per_env, lr)
 
@@ -225,45 +215,13 @@ class BatchController:
             return lr
         return scaled_lr(reference_lr, noise_scale, reference_batch, new_batch, self.cfg.lr_alpha)
 
-    def measurement_due(self, agent_steps: float, noise_scale: float | None) -> str | None:
-        """--batch measured: why the critical batch should be measured now (None: not yet).
-
-        At the start, then once the agent steps have grown by --remeasure since the last
-        measurement or the cheap noise scale has moved by --remeasure-noise (0: the same factor):
-        the proxy as a trigger, not a target (docs/batch-control.md)."""
-        if self.cfg.batch != "measured":
-            return None
-        if self.measured_at is None:
-            return "the start"
-        steps_at, signal_at = self.measured_at
-        if agent_steps >= self.cfg.remeasure * max(steps_at, 1.0):
-            return f"agent steps x{agent_steps / max(steps_at, 1.0):.1f} since the last measurement"
-        if noise_scale is not None and math.isfinite(noise_scale) and noise_scale > 0 and signal_at > 0:
-            moved = max(noise_scale / signal_at, signal_at / noise_scale)
-            if moved >= (self.cfg.remeasure_noise or self.cfg.remeasure):
-                return f"the noise scale moved x{moved:.1f} since the last measurement"
-        return None
-
-    def measured(self, agent_steps: float, noise_scale: float | None, critical_batch: float = math.nan) -> None:
-        """A measurement ended at ``agent_steps`` with ``critical_batch`` (nan: no reading); the run
-        continues from its chosen branch, and B_crit is the target until the next measurement."""
-        signal = noise_scale if noise_scale is not None and math.isfinite(noise_scale) else 0.0
-        self.measured_at = (float(agent_steps), float(signal))
-        self.measured_batch = float(critical_batch)
-        self.observations_since_resize = 0.0
-
     def state_dict(self) -> dict[str, Any]:
-        return {"measured_at": list(self.measured_at) if self.measured_at else None,
-                "measured_batch": self.measured_batch,
-                "observations_since_resize": self.observations_since_resize, "probed": self.probed,
+        return {"observations_since_resize": self.observations_since_resize, "probed": self.probed,
                 "cost": self.cost.state_dict(), "agent_steps": self.agent_steps,
                 "reference": list(self.reference) if self.reference is not None else None}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.observations_since_resize = float(state["observations_since_resize"])
-        measured_at = state.get("measured_at")  # absent before --batch measured existed
-        self.measured_at = (float(measured_at[0]), float(measured_at[1])) if measured_at else None
-        self.measured_batch = float(state.get("measured_batch", math.nan))
         self.probed = bool(state.get("probed", False))  # absent from checkpoints before it existed
         self.agent_steps = float(state.get("agent_steps", 0.0))  # likewise; read only by replay, which is newer
         self.cost.load_state_dict(state["cost"])

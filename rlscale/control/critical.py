@@ -1,4 +1,4 @@
-"""The critical batch size measured directly, from branches of one run (DESIGN.md §2c, eq. 2.11).
+"""The critical batch size measured directly, from branches of one run (eq. 2.11; docs/batch-control.md).
 
 Pure math: numpy only, no torch, no Ray, no I/O.
 

@@ -47,7 +47,7 @@ class ParetoFit:
     def interval(self, z: float = 1.645) -> tuple[float, float]:
         """B_crit's interval at ``z`` standard errors of log B_crit (1.645: 90 %); NaN where the standard
         error is undefined or the interval too wide for floats (before, math.exp overflowed and a
-        --batch measured run stopped with a traceback, 2026-11-29)."""
+        measurement stopped with a traceback, 2026-11-29)."""
         spread = z * self.b_crit_se / self.b_crit
         if not (math.isfinite(spread) and spread <= MAX_LOG_SPREAD):
             return math.nan, math.nan

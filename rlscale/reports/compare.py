@@ -1,4 +1,4 @@
-"""``python -m rlscale.compare <run dirs…>``: one table and one plot for several runs.
+"""``rlscale compare <run dirs…>``: one table and one plot for several runs.
 
 For each run: the final return (mean of its last 20 episodes), the best mean
 of 20, and for each goal the agent steps, optimizer steps, examples and wall
@@ -112,7 +112,7 @@ def write_csv(rows: list[dict[str, str]], path: Path) -> None:
 
 @exits_cleanly
 def main(argv: list[str] | None = None) -> int:
-    p = Parser(prog="python -m rlscale.compare", description=__doc__.splitlines()[0])
+    p = Parser(prog="rlscale compare", description=__doc__.splitlines()[0])
     p.add_argument("runs", type=Path, nargs="+", help="run directories (or folders holding them)")
     p.add_argument("--goals", type=float, nargs="+", help="score goals (default: the runs' presets)")
     p.add_argument("--out", type=Path, default=Path("compare.png"), help="PNG of the return curves")

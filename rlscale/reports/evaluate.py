@@ -1,4 +1,4 @@
-"""``python -m rlscale.evaluate <run dir or checkpoint>``: an honest score, and a video.
+"""``rlscale evaluate <run dir or checkpoint>``: an honest score, and a video.
 
 Plays full episodes with the checkpoint's policy: no life-loss resets,
 unclipped returns, no random warm-up, Atari episodes capped at the standard
@@ -197,7 +197,7 @@ def positive_int(text: str) -> int:
 
 @exits_cleanly
 def main(argv: list[str] | None = None) -> int:
-    p = Parser(prog="python -m rlscale.evaluate", description=__doc__.splitlines()[0])
+    p = Parser(prog="rlscale evaluate", description=__doc__.splitlines()[0])
     p.add_argument("path", type=Path, help="run directory (its latest checkpoint) or a checkpoint file")
     p.add_argument("--episodes", type=positive_int, default=10, help="full episodes to play (default 10)")
     p.add_argument("--deterministic", action="store_true", help="take the most likely action (default: sample)")

@@ -1,4 +1,4 @@
-"""``python -m rlscale.oracle SWEEP_DIR --round-trip S``: the most any batch control could gain on a task.
+"""``rlscale oracle SWEEP_DIR --round-trip S``: the most any batch control could gain on a task.
 
 A fixed-batch sweep's runs split at the goal crossings into stages: stage k of a run goes from the
 first time its 20-episode mean return reached goal k-1 (the start, for the first) to the first time
@@ -197,7 +197,7 @@ def report(cells: list[CellStages], goals: list[float], fit: Fit, cluster: Elast
 
 @exits_cleanly
 def main(argv: list[str] | None = None) -> int:
-    parser = Parser(prog="python -m rlscale.oracle", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="rlscale oracle", description=__doc__.split("\n\n")[0])
     add_run_arguments(parser, "a fixed-batch sweep's directory (or run directories)")
     parser.add_argument("--nodes", type=int, default=16, help="the elastic cluster's most nodes (default 16)")
     parser.add_argument("--node-batch", type=float,

@@ -1,4 +1,4 @@
-"""``python -m rlscale.pareto <sweep dir or run dirs>``: Pareto fronts and the critical batch size.
+"""``rlscale pareto <sweep dir or run dirs>``: Pareto fronts and the critical batch size.
 
 For each goal score and each batch size, the fixed-batch runs at the best
 learning rate give the optimizer steps S and examples E to reach it (the mean
@@ -640,7 +640,7 @@ def write_csv(rows: list[dict], path: Path) -> None:
 
 @exits_cleanly
 def main(argv: list[str] | None = None) -> int:
-    p = Parser(prog="python -m rlscale.pareto", description=__doc__.splitlines()[0])
+    p = Parser(prog="rlscale pareto", description=__doc__.splitlines()[0])
     add_run_arguments(p, "a sweep directory, or run directories")
     p.add_argument("--out-dir", type=Path, help="where the CSV and PNGs go (default: the sweep directory when one is given, else the current directory)")
     p.add_argument("--crossings", action="store_true",

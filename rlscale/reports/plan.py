@@ -1,4 +1,4 @@
-"""``python -m rlscale.plan RUN_DIR``: how much of a cluster a task can use, from one measured run.
+"""``rlscale plan RUN_DIR``: how much of a cluster a task can use, from one measured run.
 
 Reads the run's noise-scale trajectory and cost model, replays its progress to
 the goal at the wall-time-optimal batch of each cluster size (rlscale/scaling.py,
@@ -168,7 +168,7 @@ def positive_ints(values: list[int], flag: str) -> list[int]:
 
 @exits_cleanly
 def main(argv: list[str] | None = None) -> int:
-    p = Parser(prog="python -m rlscale.plan", description=__doc__.splitlines()[0])
+    p = Parser(prog="rlscale plan", description=__doc__.splitlines()[0])
     p.add_argument("run_dir", type=Path, help="a run directory written by rlscale.train")
     p.add_argument("--nodes", type=int, nargs="+", default=DEFAULT_NODES, help="cluster sizes to plan for")
     p.add_argument("--cpus-per-node", type=int, help="cores per node (default: the run's machine's)")

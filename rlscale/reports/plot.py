@@ -1,4 +1,4 @@
-"""``python -m rlscale.plot <run dir>``: one PNG of a run for people who would rather look.
+"""``rlscale plot <run dir>``: one PNG of a run for people who would rather look.
 
 Four panels against agent steps: episode return (and its mean over the goal
 window of 20 episodes), the noise scales (B_simple of the total, policy and value
@@ -93,7 +93,7 @@ def save_figure(fig, out: Path, flag: str = "--out") -> None:
 
 @exits_cleanly
 def main(argv: list[str] | None = None) -> int:
-    p = Parser(prog="python -m rlscale.plot", description=__doc__.splitlines()[0])
+    p = Parser(prog="rlscale plot", description=__doc__.splitlines()[0])
     p.add_argument("run_dir", type=Path)
     p.add_argument("--out", type=Path, help="PNG to write (default: <run dir>/run.png)")
     p.add_argument("--title")

@@ -305,13 +305,6 @@ def variant_of(run: RunRecord) -> str:
     ratio = f" crit/{c.crit_ratio:g}" if c.crit_ratio != 1.0 else ""
     probe = " probe-cooldown" if c.batch == "auto" and c.probe_cooldown else ""
     gain = f" min-gain {c.min_gain:g}" if c.batch == "auto" and c.min_gain else ""
-    if c.batch == "measured":  # it follows its measurements, not the noise average
-        # Races a batch change the readings; races at once only the wall time, which a study compares too.
-        races = (f" x{c.branch_runs} races" if c.branch_runs > 1 else "") + \
-            (f" {c.branches_at_once} at once" if c.branches_at_once else "")
-        return (f"measured from {optimizer_batch(run):g} {lr}{rule} by {c.progress} branches "
-                f"{'/'.join(f'{m:g}' for m in c.branches)}{races} remeasure {c.remeasure:g}"
-                f"{f' noise {c.remeasure_noise:g}' if c.remeasure_noise else ''}{engine}")
     # What the controller follows and how often it may move: runs that differ only here differ in control.
     pace = f" follows {tags.signal_label(c.signal)}" if c.signal != "total" else ""  # the default unnamed
     pace += f" avg {run.cfg.noise.noise_horizon:g} cooldown {c.cooldown:g}"

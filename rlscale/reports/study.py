@@ -1,4 +1,4 @@
-"""``python -m rlscale.study SWEEP_DIR``: fixed batches against ``--batch auto``, over seeds.
+"""``rlscale study SWEEP_DIR``: fixed batches against ``--batch auto``, over seeds.
 
 Reads the runs of a sweep made with ``python -m rlscale.sweep ... --auto``
 (or any run directories) and groups them into variants: each fixed optimizer
@@ -280,7 +280,7 @@ def plot_walls(table: list[Cell], out: Path) -> None:
 
 @exits_cleanly
 def main(argv: list[str] | None = None) -> int:
-    p = Parser(prog="python -m rlscale.study", description=__doc__.splitlines()[0])
+    p = Parser(prog="rlscale study", description=__doc__.splitlines()[0])
     add_run_arguments(p, "a sweep directory (made with --auto), or run directories")
     p.add_argument("--out", type=Path, help="the PNG (default: study.png in the sweep directory)")
     p.add_argument("--crit-ratio", type=float, help="read B_crit as B_simple / this for the ceiling "

@@ -356,8 +356,8 @@ class Pool:
     def restart(self, n_envs: int, seed: int) -> int:
         """``n_envs`` new environments in place of all the pool has, seeded from ``seed`` alone, and every
         worker's action draws reseeded from it: whatever ran before, the pool then steps as it would
-        for any other caller with the same seed and weights (common random numbers for the branches
-        of --batch measured, which each start like a fork sweep's run: on new environments). Episodes
+        for any other caller with the same seed and weights (common random numbers for the races
+        of ``rlscale measure``, which each start like a fork sweep's run: on new environments). Episodes
         under way are dropped; returns the new environments' random warm-up steps."""
         if self.in_flight:
             raise RuntimeError("a rollout is in flight; collect it before restarting the environments")

@@ -5,7 +5,7 @@ running averages) and nothing that counts: agent steps, optimizer steps,
 examples, goals and the noise averages start at zero, and the branch trains at
 its own batch size, learning rate and seed. So the steps S and examples E that
 branches at several batch sizes take to a goal are counted from the branch
-point, and ``python -m rlscale.pareto`` fits eq. 2.11 to that stretch of
+point, and ``rlscale pareto`` fits eq. 2.11 to that stretch of
 training alone: a critical batch size at that point of training, to hold each
 online noise scale against (docs/batch-control.md, "Branching").
 """
@@ -38,15 +38,15 @@ class BranchPoint:
                 "optimizer state; counters, goals and noise averages start at zero")
 
 
-def checkpoint_file(source: Path) -> Path:
-    """A checkpoint file as given, or a run directory's latest checkpoint."""
+def checkpoint_file(source: Path, flag: str = "--init-from") -> Path:
+    """A checkpoint file as given, or a run directory's latest checkpoint; ``flag`` names it in errors."""
     if source.is_file():
         return source
     if not source.is_dir():
-        raise UserError(f"--init-from {source} does not exist; give a run directory or a ckpt-*.pt file in one")
+        raise UserError(f"{flag} {source} does not exist; give a run directory or a ckpt-*.pt file in one")
     found = checkpoint.list_checkpoints(source)
     if not found:
-        raise UserError(f"--init-from {source}: no checkpoint in {checkpoint.checkpoint_dir(source)}")
+        raise UserError(f"{flag} {source}: no checkpoint in {checkpoint.checkpoint_dir(source)}")
     return found[-1]
 
 
@@ -56,15 +56,25 @@ def pinned(source: str) -> str:
     return str(checkpoint_file(Path(source)).resolve())
 
 
+def read_trunk(path: Path, flag: str) -> tuple[dict[str, Any], Config]:
+    """A checkpoint a branch or a race may start from: its contents and its run's settings; a UserError (one
+    line) for a file that is not one, or a run of another engine."""
+    try:
+        saved = checkpoint.load(path)
+    except Exception as err:  # noqa: BLE001 - a truncated or foreign file is the user's to replace
+        raise UserError(f"{flag} {path}: not a readable rlscale checkpoint ({type(err).__name__})") from None
+    learner = saved.get("engine", {}).get("learner")
+    if saved.get("backend") != "native" or not isinstance(learner, dict) or "model" not in learner:
+        raise UserError(f"{flag} {path}: a branch starts from a run of the native engine with one learner "
+                        "(not --backend rllib or --learners > 1)")
+    return saved, loads_saved(saved["config"], str(path))
+
+
 def load_branch_point(cfg: Config) -> BranchPoint:
     """The checkpoint ``--init-from`` names, checked to fit this run; a UserError (one line) when it does not."""
     path = checkpoint_file(Path(cfg.run.init_from))
-    saved = checkpoint.load(path)
-    learner = saved.get("engine", {}).get("learner")
-    if saved.get("backend") != "native" or not isinstance(learner, dict) or "model" not in learner:
-        raise UserError(f"--init-from {path}: a branch starts from a run of the native engine with one learner "
-                        "(not --backend rllib or --learners > 1)")
-    trunk = loads_saved(saved["config"], str(path))
+    saved, trunk = read_trunk(path, "--init-from")
+    learner = saved["engine"]["learner"]
     differ = {name: (getattr(getattr(cfg, s), f), getattr(getattr(trunk, s), f)) for name, (s, f) in SHARED.items()}
     differ = {name: pair for name, pair in differ.items() if pair[0] != pair[1]}
     if differ:

@@ -31,7 +31,7 @@ from rlscale.envs.vector import EnvSpec, probe_spec, sample_observations
 from rlscale.models.nets import build_network
 from rlscale.models.precision import PrecisionChoice, choose_precision, has_convolutions
 from rlscale.rollout.choice import PoolChoice, ProbeLimits, probe
-from rlscale.rollout.worker import Batch, Pool, ResizeReport, SerialPool
+from rlscale.rollout.worker import Pool, ResizeReport, SerialPool
 from rlscale.training.threads import (
     BUSY_ELSEWHERE_CORES,
     BusyElsewhere,
@@ -316,8 +316,7 @@ class NativeEngine:
     def save(self, prefix: Path) -> dict[str, Any]:  # noqa: ARG002 - everything fits in the state
         return {"learner": self.learner.state_dict(), "torch_rng": torch.get_rng_state()}
 
-    # Branching (--batch measured, rlscale/training/measure.py): the learner's state forked and
-    # joined in this process; the environments go on stepping (not forked), or restart alike (restart_envs).
+    # The pool probe (--pool auto) trains on updates it then takes back: the learner's state and the RNG.
 
     def snapshot(self) -> dict[str, Any]:
         """A copy of the learner's state (network, optimizer, noise averages, counters) and the RNG."""
@@ -327,32 +326,12 @@ class NativeEngine:
         self.learner.load_state_dict(copy.deepcopy(snapshot["learner"]))
         torch.set_rng_state(snapshot["torch_rng"])
 
-    def resize_now(self, n_envs: int) -> int:
-        """Run ``n_envs`` environments from the next update on, built before this returns; the random
-        warm-up steps of the environments it started."""
-        if n_envs == self.pool.n_envs:
-            return 0
-        return self.pool.resize(n_envs, background=False).warmup_steps
-
     def restart_envs(self, n_envs: int, seed: int) -> int:
-        """``n_envs`` new environments seeded from ``seed`` alone, action draws too (Pool.restart); their
-        random warm-up steps. The noise meter lets the new environments settle (--noise-settle)."""
+        """``n_envs`` new environments seeded from ``seed`` alone, action draws too (Pool.restart): a race of
+        ``rlscale measure`` starts every batch on the same ones. Their random warm-up steps."""
         warmup = self.pool.restart(n_envs, seed)
         self.learner.environments_restarted()
         return warmup
-
-    def heldout_batch(self, rollouts: int = 1) -> Batch:
-        """``rollouts`` batches collected with the current weights, side by side as one (each rollout's
-        environments its own columns), that the learner does not train on."""
-        weights = self.learner.flat_weights()
-        batches = []
-        for _ in range(rollouts):
-            self.pool.start(weights)
-            batches.append(self.pool.collect())
-        return Batch.concat(batches)
-
-    def heldout_losses(self, batch: Batch) -> np.ndarray:
-        return self.learner.heldout_losses(batch)
 
     def close(self) -> None:
         try:

@@ -14,7 +14,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,6 @@ from rlscale.training.branch import BranchPoint, load_branch_point
 from rlscale.training.checkpoint import CONFIG_FILE, SUMMARY_FILE
 from rlscale.training.engine import Engine, NativeEngine, UpdateResult
 from rlscale.training.logger import RunLogger, StepRate
-from rlscale.training.measure import Races, measure_critical_batch
 from rlscale.training.replay import describe, load_schedule
 
 # Consecutive non-finite updates after which the run stops (with a checkpoint).
@@ -50,11 +49,12 @@ class TrainState:
     n_envs: int = 0
     base_lr: float = 0.0  # the controller's learning rate at the current batch, before annealing
     goals: dict[str, dict[str, float]] = field(default_factory=dict)  # first time each goal was met
-    # --batch measured (rlscale/training/measure.py): what its measurements cost, counted in the totals.
-    branch_optimizer_steps: int = 0  # optimizer steps of branches the run did not continue from
-    measurements: int = 0
-    measure_seconds: float = 0.0  # wall time of held-out batches and of branches not continued
-    measure_examples: int = 0  # examples of branches not continued
+
+    @classmethod
+    def from_saved(cls, saved: dict[str, Any]) -> TrainState:
+        """A checkpoint's state; counters of settings since retired (the in-run measurement's) are dropped."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in saved.items() if k in known})
 
 
 @dataclass
@@ -74,7 +74,6 @@ class Run:
     finished: bool = False  # the budget or --stop-return was reached
     last_lr: float | None = None  # the learning rate of the last update (annealing moves it)
     settled: bool = False  # the pool ran unchanged through the last update (its timing is clean)
-    races: Races | None = None  # --branches-at-once: a measurement's races side by side (None: one by one)
 
     def next_goal(self) -> GoalOutlook | None:
         """The lowest goal not yet met (--stop-return counts): where the return's trend and the
@@ -97,8 +96,8 @@ class Run:
 
     @property
     def optimizer_steps(self) -> int:
-        """Optimizer steps S so far: the engine's, and those of measurement branches not continued."""
-        return self.engine.optimizer_steps + self.state.branch_optimizer_steps
+        """Optimizer steps S so far."""
+        return self.engine.optimizer_steps
 
     def lr_now(self) -> float:
         """The controller's learning rate, annealed linearly over the budget when configured."""
@@ -107,25 +106,9 @@ class Run:
         return self.state.base_lr * (1.0 - self.state.agent_steps / self.cfg.total_agent_steps)
 
 
-# Why every preset trains at a fixed batch, said where a run says which control it runs (issue 61's item 4):
-# in the studies no controller reached the goals reliably as fast as a tuned fixed batch (`auto` from 14 of 29
-# starts within 15 %, `measured` at 2.9-6.1x its time on CartPole: docs/batch-control.md).
-FIXED_WHY = " (no controller was reliably as fast as a tuned fixed batch in the studies: docs/batch-control.md)"
-
-
 def control_note(cfg: Config) -> str:
-    """What the header adds to the batch control's name: why a batch is fixed, or how many races a measurement
-    runs a batch and, below three, what that costs in accuracy (one race: 11 of 24 within 2x at three MinAtar
-    forks; three: 3 of 4 live and 86 % in a replay of the forks' races, 2026-11-29: docs/batch-control.md)."""
-    c = cfg.control
-    if c.batch == "fixed":
-        return FIXED_WHY
-    if c.batch != "measured" or c.progress != "reach":
-        return ""
-    note = f", {c.branch_runs} race{'s' if c.branch_runs > 1 else ''} a batch"
-    if c.branch_runs < 3:
-        note += " (one race reads within 2x of a fork sweep about half the time; for a reading to trust, --branch-runs 3)"
-    return note
+    """Where the header's batch control says why: the guide that holds the measurements."""
+    return " (why: docs/batch-control.md)" if cfg.control.batch in ("fixed", "auto") else ""
 
 
 def reference_step(cfg: Config, goal: float, now: float) -> float | None:
@@ -156,28 +139,18 @@ def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None,
         controller.schedule = schedule or load_schedule(cfg)
     window = GoalWindow()
     if saved is not None:
-        state = TrainState(**saved["trainer"])
+        state = TrainState.from_saved(saved["trainer"])
         controller.load_state_dict(saved["controller"])
         window = GoalWindow(saved["goal_window"])
     # A resumed run starts with the env count it had, not the preset's.
     engine = make_engine(cfg, run_dir, state.n_envs, saved["engine"] if saved else None, branch)
     state.warmup_steps += engine.start_warmup_steps  # a resumed run starts new environments too
-    races = None
-    if cfg.control.batch == "measured" and cfg.control.branches_at_once:
-        # Ray only where asked for.
-        from rlscale.distributed.ray_branches import RemoteRaces, race_config
-
-        try:
-            races = RemoteRaces(race_config(engine), cfg.control.branches_at_once)
-        except BaseException:
-            engine.close()
-            raise
     # Events past the checkpoint were written by the killed process: TensorBoard drops them.
     logger = RunLogger(str(run_dir), purge_step=state.agent_steps + 1 if saved else None)
     logger.layout(cfg.control.signal)
     # Trend points every 0.5 % of the budget: the last 10 span 5 % of it.
     return Run(cfg, run_dir, engine, controller, logger, state, window,
-               GoalForecast(spacing=cfg.total_agent_steps / 200), races=races)
+               GoalForecast(spacing=cfg.total_agent_steps / 200))
 
 
 def save_checkpoint(run: Run) -> Path:
@@ -250,11 +223,6 @@ def train_loop(run: Run) -> None:
     total = cfg.total_agent_steps
     rate = StepRate(s.agent_steps)
     while s.agent_steps < total:
-        why = run.controller.measurement_due(s.agent_steps, run.signal)
-        if why is not None:  # --batch measured: branch, read B_crit, continue from the chosen branch
-            if record_episodes(run, measure_critical_batch(run, why)):  # a race to --stop-return ends there
-                break
-            continue
         start = time.perf_counter()
         lr = run.last_lr = run.lr_now()
         steps_before = engine.optimizer_steps
@@ -408,8 +376,7 @@ def run(cfg: Config, run_dir: Path, resume: bool = False,
         s = training.state
         print(f"{cfg.env.env_id} | {cfg.agent.algo} | {s.n_envs} envs x {cfg.agent.n_steps} steps "
               f"| {training.engine.describe()} | batch control: {cfg.control.batch}"
-              f"{control_note(cfg)}"
-              f"{f', {training.races.describe()}' if training.races is not None else ''} "
+              f"{control_note(cfg)} "
               f"| budget {cfg.total_agent_steps:,} agent steps{stop_clause(cfg)}", flush=True)
         train_loop(training)
         path = save_checkpoint(training)
@@ -438,7 +405,5 @@ def run(cfg: Config, run_dir: Path, resume: bool = False,
             try:
                 training.engine.close()
             finally:
-                if training.races is not None:
-                    training.races.close()
                 training.logger.close()
 
