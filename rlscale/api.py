@@ -85,28 +85,25 @@ class Policy:
 
     def make_env(self, **kwargs: Any) -> gym.Env:
         """A gymnasium environment whose observations are the ones the policy was trained on
-        (Atari: 84x84 grey frames, the run's frame skip and no-op starts, 4 stacked)."""
-        from rlscale.envs.vector import register_envs
+        (Atari: ``rlscale.envs.vector.make_atari_env``'s 84x84 grey frames, the run's frame skip,
+        no-op starts and sticky actions, 4 stacked; the id's own episode cap)."""
+        from rlscale.envs.vector import make_atari_env, register_envs
 
         cfg = self.agent.cfg.env
+        if cfg.env_id.startswith("ALE/"):
+            return make_atari_env(cfg, episode_cap=False, **kwargs)
         register_envs(cfg.env_id)
-        if not cfg.env_id.startswith("ALE/"):
-            return gym.make(cfg.env_id, **kwargs)
-        env = gym.make(cfg.env_id, frameskip=1, repeat_action_probability=cfg.sticky_actions, **kwargs)
-        env = gym.wrappers.AtariPreprocessing(env, noop_max=cfg.noop_max, frame_skip=cfg.frame_skip,
-                                              screen_size=84, grayscale_obs=True)
-        return gym.wrappers.FrameStackObservation(env, 4)
+        return gym.make(cfg.env_id, **kwargs)
 
     @torch.no_grad()
     def act(self, obs: Any, greedy: bool = False) -> int | np.ndarray:
         """The action for one observation (an int), or for a batch of them (an array)."""
+        from rlscale.models.nets import sample_actions
+
         x = torch.as_tensor(np.asarray(obs))
         single = tuple(x.shape) == self.obs_shape
         logits, _ = self.agent.model(x.unsqueeze(0) if single else x)
-        if greedy:
-            actions = logits.argmax(dim=1)
-        else:
-            actions = torch.multinomial(torch.softmax(logits.float(), dim=1), 1, generator=self.generator)[:, 0]
+        actions, _ = sample_actions(logits, self.generator, greedy=greedy)
         return int(actions[0]) if single else actions.numpy()
 
 

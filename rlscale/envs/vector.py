@@ -6,6 +6,8 @@ max over the last two frames, 84x84 grayscale, a 4-frame stack. Every other
 registered gymnasium id uses gymnasium's synchronous vector env. Both run with
 same-step autoreset, so the observation after a terminal step is already the
 next episode's first one and the terminal observation arrives in ``final_obs``.
+``make_atari_env`` builds the one-env version of that preprocessing from
+gymnasium's wrappers (for RLlib's env runners and ``rlscale.load(...).make_env``).
 
 Reward clipping lives here and only here: the learner gets clipped rewards,
 episode returns are reported unclipped.
@@ -16,6 +18,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -232,9 +235,15 @@ class VectorEnv:
             self.twin.close()
 
 
+ATARI_SCREEN = 84  # the side of an Atari observation's square grey frames
+ATARI_STACK = 4  # frames an Atari observation stacks
+
+
 def _atari_vector(cfg: EnvConfig, n: int, **image: int | bool):
     from ale_py.vector_env import AtariVectorEnv
 
+    image = {"img_height": ATARI_SCREEN, "img_width": ATARI_SCREEN, "stack_num": ATARI_STACK,
+             "grayscale": True, **image}  # the render twin asks for colour frames instead
     return AtariVectorEnv(
         _ale_game(cfg.env_id), n,
         # One emulator thread each: an actor steps its vector envs one after the other on its core;
@@ -245,6 +254,38 @@ def _atari_vector(cfg: EnvConfig, n: int, **image: int | bool):
         max_num_frames_per_episode=cfg.max_episode_frames,
         reward_clipping=False, autoreset_mode=AutoresetMode.SAME_STEP, **image,
     )
+
+
+def make_atari_env(cfg: EnvConfig, *, episode_cap: bool = True, scale: bool = False,
+                   channels_last: bool = False, **make_kwargs: Any) -> gym.Env:
+    """One Atari env with the native vector env's preprocessing, from gymnasium's wrappers.
+
+    The config's frame skip (a max over the last two frames), no-op starts and sticky actions;
+    84x84 grey frames, 4 stacked (first axis), no life-loss resets; uint8 0-255. ``scale``: float32 in
+    [0, 1] instead; ``channels_last``: the stack on the last axis (RLlib's CNN wants HWC);
+    ``episode_cap=False`` leaves the id's registered cap (108,000 frames for v5) in place of the
+    config's ``max_episode_frames``. ``make_kwargs`` go to ``gym.make`` (say, ``render_mode``).
+
+    With the same seed and actions it plays the native env's game frame for frame, but for the
+    starts: ALE's vector env presses FIRE at each reset (one emulator frame, in place of a no-op),
+    draws its no-op count (below noop_max; here 1 to noop_max) and its sticky repeats from
+    generators of its own, and pads a new episode's stack with black frames where this one
+    repeats the first (tests/test_written_once.py).
+    """
+    register_envs(cfg.env_id)  # in every process that makes one: RLlib's remote env runners too
+    if episode_cap:
+        make_kwargs["max_num_frames_per_episode"] = cfg.max_episode_frames
+    env = gym.make(cfg.env_id, frameskip=1, repeat_action_probability=cfg.sticky_actions, **make_kwargs)
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=cfg.noop_max, frame_skip=cfg.frame_skip,
+                                          screen_size=ATARI_SCREEN, terminal_on_life_loss=False,
+                                          grayscale_obs=True, scale_obs=scale)
+    env = gym.wrappers.FrameStackObservation(env, ATARI_STACK)
+    if channels_last:
+        space = env.observation_space
+        space = gym.spaces.Box(np.moveaxis(space.low, 0, -1), np.moveaxis(space.high, 0, -1),
+                               dtype=space.dtype)
+        env = gym.wrappers.TransformObservation(env, lambda obs: np.moveaxis(obs, 0, -1), space)
+    return env
 
 
 def sample_observations(spec: EnvSpec, rows: int, seed: int = 0) -> np.ndarray:

@@ -39,9 +39,10 @@ from typing import Any
 import numpy as np
 
 from rlscale import tags
-from rlscale.config import Config
+from rlscale.config import Config, EnvConfig
 from rlscale.control.noise import NoiseMeter, NoiseSample, estimate
 from rlscale.distributed.ray_pool import init_ray, notices_path
+from rlscale.envs.vector import make_atari_env
 from rlscale.errors import UserError
 from rlscale.rollout.worker import ResizeReport
 from rlscale.training.engine import UpdateResult
@@ -77,30 +78,24 @@ def check_rllib_version(version: str | None = None) -> str:
 # --------------------------------------------------------------------------- environments
 
 
+ATARI_KEYS = ("env_id", "frame_skip", "noop_max", "sticky_actions", "max_episode_frames")  # EnvConfig's
+
+
 def make_env(env_config: dict[str, Any]):
     """One gymnasium env with the native engine's preprocessing (RLlib vectorises it).
 
-    Atari: no-op resets, frame skip with a max over the last two frames, 84x84
-    grayscale scaled to [0, 1], 4 frames stacked on the last axis (RLlib's CNN
-    wants HWC), no life-loss resets, sticky actions as configured. Rewards are
-    clipped to their sign for the learner while RecordEpisodeStatistics, which
-    wraps the env before the clip, reports the raw game score.
+    Atari: ``rlscale.envs.vector.make_atari_env``'s (no-op resets, frame skip with a max
+    over the last two frames, 84x84 grayscale, 4 frames stacked, no life-loss resets,
+    sticky actions as configured), scaled to [0, 1] and stacked on the last axis (RLlib's
+    CNN wants HWC). Rewards are clipped to their sign for the learner while
+    RecordEpisodeStatistics, which wraps the env before the clip, reports the raw game score.
     """
     import gymnasium as gym
 
     env_id = env_config["env_id"]
     if env_id.startswith("ALE/"):
-        import ale_py  # inside the creator: remote env runners need the ALE namespace registered
-
-        gym.register_envs(ale_py)
-        env = gym.make(env_id, frameskip=1, repeat_action_probability=env_config["sticky_actions"],
-                       max_num_frames_per_episode=env_config["max_episode_frames"])
-        env = gym.wrappers.AtariPreprocessing(
-            env, noop_max=env_config["noop_max"], frame_skip=env_config["frame_skip"],
-            screen_size=84, terminal_on_life_loss=False, grayscale_obs=True, scale_obs=True)
-        env = gym.wrappers.FrameStackObservation(env, 4)
-        space = gym.spaces.Box(0.0, 1.0, (84, 84, 4), np.float32)
-        env = gym.wrappers.TransformObservation(env, lambda obs: np.moveaxis(obs, 0, -1), space)
+        env = make_atari_env(EnvConfig(**{key: env_config[key] for key in ATARI_KEYS}),
+                             scale=True, channels_last=True)
     else:
         env = gym.make(env_id)
     env = gym.wrappers.RecordEpisodeStatistics(env)
@@ -110,10 +105,8 @@ def make_env(env_config: dict[str, Any]):
 
 
 def _env_config(cfg: Config) -> dict[str, Any]:
-    e = cfg.env
-    return {"env_id": e.env_id, "frame_skip": e.frame_skip, "noop_max": e.noop_max,
-            "sticky_actions": e.sticky_actions, "max_episode_frames": e.max_episode_frames,
-            "reward_clip": e.reward_clip and cfg.is_atari}
+    return {**{key: getattr(cfg.env, key) for key in ATARI_KEYS},
+            "reward_clip": cfg.env.reward_clip and cfg.is_atari}
 
 
 # --------------------------------------------------------------------------- RLlib plug-ins

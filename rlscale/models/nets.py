@@ -41,6 +41,25 @@ class ActorCritic(nn.Module):
         return self.policy_head(hidden), self.value_head(value_hidden).squeeze(-1)
 
 
+def sample_actions(logits: torch.Tensor, generator: torch.Generator | None = None,
+                   greedy: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """One action per row of a policy's ``logits`` [rows, actions], and its log-probability.
+
+    Drawn from ``generator`` as ``torch.multinomial`` draws from ``Categorical(logits=logits)``'s
+    probs, with its log_prob, bit for bit, without building the distribution: on Pong's 4 rows that
+    took 49 us a step, this 22 (2026-11-27). ``greedy``: each row's most probable action instead
+    (the logits' argmax), nothing drawn. Rollouts, evaluation and ``rlscale.load(...).act`` all act
+    through here.
+    """
+    logits = logits.float()
+    log_probs = logits - logits.logsumexp(-1, keepdim=True)
+    if greedy:
+        action = logits.argmax(-1, keepdim=True)
+    else:
+        action = torch.multinomial(log_probs.softmax(-1), 1, generator=generator)
+    return action.squeeze(1), log_probs.gather(1, action).squeeze(1)
+
+
 def nature_cnn(in_channels: int) -> nn.Sequential:
     """Mnih et al. 2015: 3 conv layers and a 512-unit layer (1.7M parameters at 84x84)."""
     g = math.sqrt(2)

@@ -30,7 +30,7 @@ from rlscale.cli import Parser, writable_file
 from rlscale.config import Config, loads_saved
 from rlscale.envs.vector import Episode, VectorEnv, check_env_id, probe_spec
 from rlscale.errors import UserError, exits_cleanly
-from rlscale.models.nets import ActorCritic, build_network
+from rlscale.models.nets import ActorCritic, build_network, sample_actions
 from rlscale.models.precision import has_convolutions
 from rlscale.reports.video import VIDEO_SUFFIXES, GifWriter, VideoWriter, open_video
 from rlscale.training import checkpoint
@@ -137,10 +137,7 @@ def evaluate(agent: Agent, episodes: int, deterministic: bool = False, seed: int
             video.add(group.frame(0))
         while (played < quota).any():
             logits, _ = agent.model(torch.from_numpy(group.obs))
-            if deterministic:
-                actions = logits.argmax(dim=1)
-            else:
-                actions = torch.multinomial(torch.softmax(logits, dim=1), 1, generator=generator).squeeze(1)
+            actions, _ = sample_actions(logits, generator, greedy=deterministic)
             step = group.step(actions.numpy())
             result.steps += n
             if recording:
