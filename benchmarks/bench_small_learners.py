@@ -25,7 +25,7 @@ from benchtiming import busy_process
 
 
 def train_seconds(preset: str, threads: int, frames: int, run_dir: Path) -> tuple[float, str]:
-    out = subprocess.run([sys.executable, "-m", "rlscale.train", preset, "--serial", "--total-frames", str(frames),
+    out = subprocess.run([sys.executable, "-m", "rlscale.train", preset, "--pool", "serial", "--total-frames", str(frames),
                           "--learner-threads", str(threads), "--log-interval", "600", "--run-dir", str(run_dir)],
                          capture_output=True, text=True, check=True)
     header = next(line for line in out.stdout.splitlines() if " | " in line)

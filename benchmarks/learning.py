@@ -52,8 +52,8 @@ from rlscale import tags
 from rlscale.cli import Parser, interrupts_raise, writable_dir
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.goals import smoothed_returns
-from rlscale.reports.events import read_scalars
 from rlscale.reports.regression import compare, detection_power, verdict_line
+from rlscale.training.events import read_scalars
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = Path(__file__).resolve().parent / "learning-reference.json"
@@ -89,7 +89,7 @@ SENSITIVITY_RATIO = 1.3  # the regression each task's sensitivity is stated for
 PRECISIONS = ("fp32", "bf16")
 
 
-def plant_flags(plant: str | None, task: Task) -> list[str] | None:
+def plant_flags(plant: str | None, task: Task, checkout: Checkout) -> list[str] | None:
     """The flags that plant a known regression in ``task``; None where the plant does not apply."""
     if plant is None:
         return []
@@ -98,7 +98,7 @@ def plant_flags(plant: str | None, task: Task) -> list[str] | None:
 
         return ["--lr", repr(build_config(task.env, task.agent, {}).agent.lr / 2)]
     if plant == "no-norm-adv":  # PPO's per-minibatch advantage normalisation; A2C has none to drop
-        return ["--no-norm-adv"] if task.agent == "ppo" else None
+        return checkout.setting("norm_adv", "false") if task.agent == "ppo" else None
     raise UserError(f"unknown --plant '{plant}': choose half-lr or no-norm-adv")
 
 
@@ -118,9 +118,9 @@ class Checkout:
         if not (root / "rlscale" / "train.py").is_file():
             raise UserError(f"--checkout {root}: no rlscale/train.py there; give a checkout of this repository")
         if root == REPO:  # this checkout's flags are this process's: no trainer to start to read them
-            from rlscale.config import FIELDS, cli_flag
+            from rlscale.config import FLAGS, SET_FLAG, cli_flag
 
-            return cls(root, commit_of(root), frozenset(["--pool", *(cli_flag(name) for name in FIELDS)]))
+            return cls(root, commit_of(root), frozenset([SET_FLAG, *(cli_flag(name) for name in FLAGS)]))
         env = {**os.environ, "PYTHONPATH": str(root)}
         text = ""
         for flag in ("--help-all", "--help"):  # older trainers list every flag under --help
@@ -134,14 +134,24 @@ class Checkout:
         words = {w.strip("[],") for w in text.split()}
         return cls(root, commit_of(root), frozenset(w for w in words if w.startswith("--")))
 
+    def setting(self, name: str, value: str) -> list[str]:
+        """A setting as this checkout's trainer takes it: --set NAME=VALUE, or its own flag before --set existed
+        (a boolean's --no- form for false); nothing where it has neither (the setting did not exist yet)."""
+        if "--set" in self.flags:
+            return ["--set", f"{name}={value}"]
+        flag = "--" + name.replace("_", "-")
+        if value in ("true", "false"):
+            flag = flag if value == "true" else "--no-" + flag.removeprefix("--")
+            return [flag] if flag in self.flags else []
+        return [flag, value] if flag in self.flags else []
+
     def pinned(self, precision: str) -> list[str]:
         """The flags that take the machine out of the reading, as this checkout spells them."""
         out = ["--pool", "serial"] if "--pool" in self.flags else ["--serial"]
         out += ["--learner-threads", "1", "--learner-precision", precision]
         if "--actor-precision" in self.flags:
             out += ["--actor-precision", precision]
-        if "--learner-compile" in self.flags:
-            out += ["--learner-compile", "off"]
+        out += self.setting("learner_compile", "off")
         return out
 
 
@@ -431,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
          *([hashlib.sha1(args.extra_flags.encode()).hexdigest()[:6]] if args.extra_flags else [])]), "--out")
     jobs = []
     for name in args.tasks:
-        extra = plant_flags(args.plant, TASKS[name])
+        extra = plant_flags(args.plant, TASKS[name], checkout)
         if extra is None:
             print(f"{name}: --plant {args.plant} does not apply to it; skipped", flush=True)
             continue

@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import math
 import os
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,7 +119,7 @@ class NoiseConfig:
     noise_minibatches: int = opt(1, "PPO: how many of the first epoch's minibatches the noise scale is measured "
                                  "on, from the first (0 = all of them; the RLlib backend measures all)")
     measure_curvature: bool = opt(True, "measure the total loss's noise scale in the optimizer's metric (B_P) and "
-                                  "the Hessian's (B_noise, eq. 2.8), and eps_max, every --curvature-every batches")
+                                  "the Hessian's (B_noise, eq. 2.8), and eps_max, every curvature_every batches")
     # One measurement took 4.4x (640 observations) to 8.5x (80) the time of an unmeasured Pong A2C
     # update (benchmarks/bench_noise.py): every 100th batch keeps it to a few percent.
     curvature_every: int = opt(100, "batches between measurements of B_P and B_noise (each takes k forward "
@@ -191,7 +192,6 @@ class RunConfig:
                     "a cluster, in a Ray this process already runs, and with --envs-per-actor, --learners or "
                     "--overlap. Only the actors survive a crashing environment (a new actor replaces it)",
                     ("auto", "actors", "serial"))
-    serial: bool = opt(False, "the same as --pool serial: environments step in this process, no Ray actors")
     address: str = opt("", "Ray cluster to join: auto or HOST:PORT (default: $RAY_ADDRESS, which Ray "
                             "sets in a Ray job; else a Ray of the run's own)")
     n_actors: int = opt(2, "Ray rollout actors (a fixed set; see --envs-per-actor)")
@@ -199,7 +199,7 @@ class RunConfig:
                               "adds and retires actors (1 CPU each) as the batch changes and asks the Ray "
                               "autoscaler for their CPUs (0: the fixed --n-actors)")
     overlap: bool = opt(False, "actors collect the next batch while the learner trains on this one "
-                        "(a policy lag of one update; with --serial the same lag without the concurrency)")
+                        "(a policy lag of one update; with --pool serial the same lag without the concurrency)")
     learners: int = opt(1, "data-parallel learner processes (Ray actors, one torch.distributed group; each takes "
                         "whole environments of the batch and the noise scale comes from their local gradients)")
     learner_threads: int = opt(0, "torch threads of the learner (0: a convolutional network all cores, one fewer "
@@ -244,8 +244,8 @@ class RunConfig:
 
     @property
     def in_this_process(self) -> bool:
-        """The environments step in this process, asked for by --pool serial or --serial."""
-        return self.serial or self.pool == "serial"
+        """The environments step in this process (--pool serial)."""
+        return self.pool == "serial"
 
 
 SECTIONS: dict[str, type] = {
@@ -304,6 +304,16 @@ class Config:
         return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
 
     def validate(self) -> Config:
+        """This config, checked: a UserError (one line naming the fix) for the first setting that is wrong."""
+        self._check_ranges()
+        self._check_batch_control()
+        self._check_engine()
+        if self.control.signal in tags.METRICS:
+            self._check_metric_signal()
+        return self
+
+    def _check_ranges(self) -> None:
+        """Each setting on its own: positive, non-negative or within its interval."""
         e, a, n, c, r = self.env, self.agent, self.noise, self.control, self.run
         positive = {
             "n_envs": e.n_envs, "vector_size": e.vector_size, "total_frames": e.total_frames,
@@ -321,7 +331,7 @@ class Config:
             raise UserError("--stop-return must be a number")
         for name, value in positive.items():
             if not (value > 0 and math.isfinite(value)):
-                raise UserError(f"{cli_flag(name)} must be positive, got {value}")
+                raise UserError(f"{spelled(name)} must be positive, got {value}")
         non_negative = {
             "noop_max": e.noop_max, "warmup_max_steps": e.warmup_max_steps,
             "ent_coef": a.ent_coef, "vf_coef": a.vf_coef, "max_grad_norm": a.max_grad_norm,
@@ -334,24 +344,28 @@ class Config:
         }
         for name, value in non_negative.items():
             if not (value >= 0 and math.isfinite(value)):
-                raise UserError(f"{cli_flag(name)} must be zero or positive, got {value}")
+                raise UserError(f"{spelled(name)} must be zero or positive, got {value}")
         for name, value in {"gamma": a.gamma, "rms_alpha": a.rms_alpha, "gae_lambda": a.gae_lambda}.items():
             if not 0.0 <= value <= 1.0:
-                raise UserError(f"{cli_flag(name)} must lie in [0, 1], got {value}")
+                raise UserError(f"{spelled(name)} must lie in [0, 1], got {value}")
         if not 0.0 <= e.sticky_actions < 1.0:
-            raise UserError(f"--sticky-actions must lie in [0, 1), got {e.sticky_actions}")
+            raise UserError(f"sticky_actions must lie in [0, 1), got {e.sticky_actions}")
         if any(v <= 0 for v in a.reference_steps) or any(
                 later < earlier for earlier, later in zip(a.reference_steps, a.reference_steps[1:], strict=False)):
-            raise UserError("--reference-steps must be positive and rising, one per goal")
+            raise UserError("reference_steps must be positive and rising, one per goal")
         if not (n.noise_clip == 0 or (n.noise_clip > 1 and math.isfinite(n.noise_clip))):
             # Below 1x the average absolute estimate the bound would cut typical updates, not outliers.
-            raise UserError(f"--noise-clip must be 0 (off) or above 1, got {n.noise_clip}")
+            raise UserError(f"noise_clip must be 0 (off) or above 1, got {n.noise_clip}")
+
+    def _check_batch_control(self) -> None:
+        """The batch control's settings against one another and against the environments."""
+        e, c = self.env, self.control
         if c.hysteresis < 1.0 or c.max_resize_factor <= 1.0:
-            raise UserError("--hysteresis must be >= 1 and --max-resize-factor > 1")
+            raise UserError("hysteresis must be >= 1 and max_resize_factor > 1")
         if c.batch == "auto" and c.hysteresis >= c.max_resize_factor:
-            # auto's probes move the batch by one --max-resize-factor to time a second size; a move
+            # auto's probes move the batch by one max_resize_factor to time a second size; a move
             # that stays inside the hysteresis band is never made, so the cost model would never fit.
-            raise UserError(f"--batch auto needs --hysteresis ({c.hysteresis:g}) below --max-resize-factor "
+            raise UserError(f"--batch auto needs hysteresis ({c.hysteresis:g}) below max_resize_factor "
                             f"({c.max_resize_factor:g}): its probes move the batch by that factor")
         if c.min_envs > c.max_envs:
             raise UserError(
@@ -360,7 +374,7 @@ class Config:
         for name, value in {"n_envs": e.n_envs, "min_envs": c.min_envs, "max_envs": c.max_envs}.items():
             if value % e.vector_size:
                 raise UserError(
-                    f"{cli_flag(name)} ({value}) must be a multiple of --vector-size ({e.vector_size})"
+                    f"{spelled(name)} ({value}) must be a multiple of vector_size ({e.vector_size})"
                 )
         if (c.batch == "replay") != bool(c.replay_from):
             raise UserError("--batch replay and --replay-from RUN_DIR go together: give both or neither")
@@ -368,32 +382,33 @@ class Config:
             raise UserError(
                 f"--n-envs ({e.n_envs}) lies outside [--min-envs {c.min_envs}, --max-envs {c.max_envs}]"
             )
+
+    def _check_engine(self) -> None:
+        """Where the run trains: the engine, its pool and learners, and what the noise scale needs of them."""
+        e, a, n, c, r = self.env, self.agent, self.noise, self.control, self.run
         if r.overlap and r.backend != "native":
             raise UserError("--overlap is an option of the native engine (drop --backend rllib)")
-        if r.serial and r.pool == "actors":
-            raise UserError("--serial steps the environments in this process and --pool actors in Ray actors: "
-                            "give one")
         if r.envs_per_actor and (r.in_this_process or r.backend != "native"):
-            raise UserError("--envs-per-actor sizes the native engine's Ray actor pool (drop --serial, --pool serial "
+            raise UserError("--envs-per-actor sizes the native engine's Ray actor pool (drop --pool serial "
                             "and --backend)")
         if r.envs_per_actor % e.vector_size:
             raise UserError(f"--envs-per-actor ({r.envs_per_actor}) must be a multiple of "
-                            f"--vector-size ({e.vector_size})")
+                            f"vector_size ({e.vector_size})")
         if r.init_from and (r.backend != "native" or r.learners > 1):
             raise UserError("--init-from starts the native engine's one learner from a checkpoint "
                             "(drop --backend rllib and --learners)")
         if r.learners > 1 and r.backend != "native":
             raise UserError("--learners is an option of the native engine (drop --backend rllib)")
         if r.learners > 1 and r.in_this_process:
-            raise UserError("--learners runs its learners as Ray actors; drop --serial and --pool serial")
+            raise UserError("--learners runs its learners as Ray actors; drop --pool serial")
         if r.learner_passes != "team" and (r.backend != "native" or r.learners > 1):
-            raise UserError("--learner-passes shares the native engine's one learner's threads "
+            raise UserError("learner_passes shares the native engine's one learner's threads "
                             "(drop --backend rllib and --learners)")
         if r.learner_compile == "on" and r.learner_passes == "side-by-side":
-            raise UserError("--learner-passes side-by-side runs the passes eager (torch.compile is not "
-                            "thread-safe): drop --learner-compile on")
+            raise UserError("learner_passes side-by-side runs the passes eager (torch.compile is not "
+                            "thread-safe): drop learner_compile on")
         if r.learner_compile == "on" and (r.backend != "native" or r.learners > 1):
-            raise UserError("--learner-compile on compiles the native engine's one learner "
+            raise UserError("learner_compile on compiles the native engine's one learner "
                             "(drop --backend rllib and --learners, or use auto)")
         fewest = e.n_envs if c.batch == "fixed" else min(e.n_envs, c.min_envs)  # the run may ever have
         if r.learners > fewest:
@@ -402,15 +417,12 @@ class Config:
         if a.algo == "ppo" and a.n_minibatches > e.n_envs * a.n_steps:
             raise UserError(f"--n-minibatches ({a.n_minibatches}) exceeds the batch ({e.n_envs * a.n_steps})")
         if n.measure_noise and n.noise_groups < 2:
-            raise UserError("--noise-groups must be at least 2 to measure the noise scale")
+            raise UserError("noise_groups must be at least 2 to measure the noise scale")
         if n.measure_noise and n.noise_groups > fewest:
             raise UserError(
-                f"--noise-groups ({n.noise_groups}) exceeds the {fewest} environments the run may have; "
-                "lower --noise-groups or raise --n-envs/--min-envs"
+                f"noise_groups ({n.noise_groups}) exceeds the {fewest} environments the run may have; "
+                "lower noise_groups or raise --n-envs/--min-envs"
             )
-        if c.signal in tags.METRICS:
-            self._check_metric_signal()
-        return self
 
     def _check_metric_signal(self) -> None:
         """--signal precond/hessian/precond_hessian needs what measures them: rlscale's own single learner."""
@@ -419,15 +431,34 @@ class Config:
         if c.signal in ("precond", "precond_hessian") and a.optimizer not in PRECONDITIONED_OPTIMIZERS:
             why = f"--optimizer {a.optimizer} has no preconditioner; use one of {', '.join(PRECONDITIONED_OPTIMIZERS)}"
         elif not (n.measure_noise and n.measure_curvature):
-            why = "it is measured with --measure-noise and --measure-curvature on"
+            why = "it is measured with --measure-noise and measure_curvature on"
         elif r.backend != "native":
             why = "the RLlib backend measures B_simple only; drop --backend rllib"
         elif r.learners > 1:
             why = "data-parallel learners measure B_simple only; drop --learners"
         elif n.noise_groups < 3:
-            why = "the Hessian's cross terms need --noise-groups of at least 3"
+            why = "the Hessian's cross terms need noise_groups of at least 3"
         if why:
             raise UserError(f"--signal {c.signal} cannot be followed here: {why}")
+
+
+# The settings with a command-line flag, by concern (a section each): what most runs choose. Every other
+# setting is a key of the presets' TOML, set on the command line with --set NAME=VALUE (docs/usage.md).
+FLAGS = (
+    "n_envs", "total_frames", "goals",  # the task
+    "lr", "n_steps", "n_epochs", "n_minibatches", "gamma", "ent_coef", "optimizer",  # the agent
+    "measure_noise", "noise_horizon",  # the noise scale
+    "batch", "signal", "min_envs", "max_envs", "lr_rule", "replay_from",  # the batch control
+    "seed", "run_dir", "stop_return", "init_from", "log_interval", "checkpoint_every", "keep_checkpoints",  # the run
+    "backend", "pool", "address", "n_actors", "envs_per_actor", "overlap", "learners",  # where it runs
+    "learner_threads", "learner_device", "learner_precision", "actor_precision",
+)
+SET_FLAG = "--set"
+
+
+def spelled(name: str) -> str:
+    """A setting as a user gives it: its flag, or its name where it has none (a preset's key, --set)."""
+    return cli_flag(name) if name in FLAGS else name
 
 
 def cli_flag(name: str) -> str:
@@ -562,11 +593,13 @@ BEHAVIOUR_BEFORE_FIELD = {("control", "probe_cooldown"): True, ("control", "min_
 
 # Settings of the in-run measurement (--batch measured), retired when it became `rlscale measure`:
 # a saved config that names them still loads, without them.
-RETIRED = {("control", key) for key in ("branches", "branch_window", "progress", "progress_episodes", "branch_runs",
+RETIRED = {("run", "serial")} | {("control", key) for key in ("branches", "branch_window", "progress", "progress_episodes", "branch_runs",
                                         "branches_at_once", "heldout_rollouts", "remeasure", "remeasure_noise")}
 
 
 def _apply_saved(data: dict[str, Any], where: str) -> Config:
+    if data.get("run", {}).get("serial"):  # --serial, the other spelling of --pool serial, retired 2026-12-04
+        data.setdefault("run", {})["pool"] = "serial"
     if data.get("control", {}).get("batch") == "measured":
         raise UserError(f"{where}: a run of --batch measured, which became the command rlscale measure; read it "
                         "with a checkout of rlscale before it (git log -- rlscale/training/measure.py)")
@@ -600,18 +633,18 @@ def dumps_toml(cfg: Config) -> str:
     for section, values in cfg.to_dict().items():
         lines.append(f"[{section}]")
         for key, value in values.items():
-            lines.append(f"{key} = {_toml_value(value)}")
+            lines.append(f"{key} = {toml_value(value)}")
         lines.append("")
     return "\n".join(lines)
 
 
-def _toml_value(value: Any) -> str:
+def toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     return repr(value)
 
 
@@ -631,6 +664,8 @@ def add_config_flags(parser: argparse.ArgumentParser, values: Config | None = No
     for section, cls in SECTIONS.items():
         group = parser.add_argument_group(f"[{section}] settings")
         for f in dataclasses.fields(cls):
+            if f.name not in FLAGS:
+                continue
             name = cli_flag(f.name)
             value = getattr(getattr(values, section), f.name) if values is not None else (
                 f.default if f.default is not dataclasses.MISSING else [])
@@ -651,12 +686,45 @@ def add_config_flags(parser: argparse.ArgumentParser, values: Config | None = No
                                    help=helptext)
 
 
+    parser.add_argument(SET_FLAG, action="append", default=[], metavar="NAME=VALUE",
+                        help="any other setting, as a preset's TOML names it (e.g. --set cooldown=20000, "
+                             "--set norm_adv=false); repeat for more")
+
+
+def setting_value(item: str) -> tuple[str, Any]:
+    """One --set NAME=VALUE: the setting and its value, read as TOML (a bare word is a string)."""
+    name, sep, text = item.partition("=")
+    name = name.strip().replace("-", "_")
+    if not sep or name not in FIELDS:
+        raise UserError(f"{SET_FLAG} {item}: give NAME=VALUE with NAME a setting of the presets' TOML "
+                        "(rlscale train --help-all lists them)")
+    try:
+        value = tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = text
+    return name, _coerce(value, FIELDS[name][1], SET_FLAG)
+
+
 def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    return {name: getattr(args, name) for name in FIELDS if getattr(args, name, None) is not None}
+    out = {name: getattr(args, name) for name in FLAGS if getattr(args, name, None) is not None}
+    return out | dict(setting_value(item) for item in getattr(args, "set", None) or [])
+
+
+def check_no_retired_flags(argv: list[str]) -> None:
+    """A setting without a flag, given as one: say how to set it (argparse would only say 'unrecognized')."""
+    for token in argv:
+        if token == "--serial":  # the other spelling, retired 2026-12-04
+            raise UserError("--serial is spelled --pool serial")
+        name = token.removeprefix("--").removeprefix("no-").split("=")[0].replace("-", "_")
+        if token.startswith("--") and name in FIELDS and name not in FLAGS:
+            value = "false" if token.startswith("--no-") else "VALUE"
+            raise UserError(f"{token.split('=')[0]} is a setting without a flag: give {SET_FLAG} {name}={value}, "
+                            "or set it in a preset's TOML")
 
 
 def parse_with_config(parser: argparse.ArgumentParser, argv: list[str] | None
                       ) -> tuple[argparse.Namespace, dict[str, Any]]:
     """The parsed arguments, and the config fields the command line set."""
+    check_no_retired_flags(list(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     return args, overrides_from_args(args)

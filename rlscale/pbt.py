@@ -244,7 +244,13 @@ def run_population(plan: Plan, members: int, batch_sizes: list[int], lr_range: t
                                       failure_config=tune.FailureConfig(fail_fast=True)),
         )
         results = tuner.fit()
-    wall = time.perf_counter() - started
+    return report_population(plan, members, batch_sizes, lr_range, results, time.perf_counter() - started)
+
+
+def report_population(plan: Plan, members: int, batch_sizes: list[int], lr_range: tuple[float, float],
+                      results: Any, wall: float) -> int:
+    """What the population did, from its segments' files: pbt.json, the last line, the exit code."""
+    pbt_dir = Path(plan.dir)
     segments = read_segments(pbt_dir)
     # The first to the goal: the earliest round, then the fewest steps in it (synch mode: rounds run together).
     winners = sorted((s for s in segments if s.reached), key=lambda s: (s.index, s.agent_steps))
@@ -300,7 +306,7 @@ def parser() -> Parser:
 @exits_cleanly
 def main(argv: list[str] | None = None) -> int:
     args, overrides = parse_with_config(parser(), argv)
-    for forbidden in ("n_envs", "lr", "batch", "serial", "pool", "run_dir"):
+    for forbidden in ("n_envs", "lr", "batch", "pool", "run_dir"):
         if forbidden in overrides:
             raise UserError(f"--{forbidden.replace('_', '-')} is set per member by PBT; "
                             "use --batch-sizes, --lr-range and --pbt-dir")

@@ -61,7 +61,7 @@ class Trial:
 def trial_config(env: str, agent: str | None, overrides: dict[str, Any], trial: Trial, run_dir: Path) -> Config:
     """The run of one grid point; raises UserError for batch sizes the agent cannot make."""
     base = build_config(env, agent, overrides)
-    common = {"lr": trial.lr, "seed": trial.seed, "serial": True, "learner_threads": 1, "run_dir": str(run_dir)}
+    common = {"lr": trial.lr, "seed": trial.seed, "pool": "serial", "learner_threads": 1, "run_dir": str(run_dir)}
     if "log_interval" not in overrides:
         common["log_interval"] = 60.0  # Ray Tune shows the trials' progress; keep logs short
     for timed_at_start in ("learner_precision", "actor_precision"):
@@ -210,7 +210,7 @@ def planned_trials(args: Any, base: Config) -> list[Trial]:
 @exits_cleanly
 def main(argv: list[str] | None = None) -> int:
     args, overrides = parse_with_config(parser(), argv)
-    for forbidden in ("n_envs", "lr", "seed", "run_dir", "batch", "serial", "pool"):
+    for forbidden in ("n_envs", "lr", "seed", "run_dir", "batch", "pool"):
         if forbidden in overrides:
             raise UserError(f"--{forbidden.replace('_', '-')} is set per trial by the sweep; "
                             "use --batch-sizes, --lrs and --seeds")

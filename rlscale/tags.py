@@ -66,7 +66,7 @@ def signal_tag(signal: str) -> str:
     return METRIC_TAGS[signal][0] if signal in METRICS else noise("b_simple", signal)
 
 
-NOISE_CLIPPED = "noise/clipped_total"  # the total loss's estimates --noise-clip has bounded so far
+NOISE_CLIPPED = "noise/clipped_total"  # the total loss's estimates noise_clip has bounded so far
 EPS_MAX = "noise/eps_max"  # |G|^2 / G^T H G (eq. 2.6): the largest useful SGD learning rate
 CURVATURE_SECONDS = "perf/curvature_seconds"  # the metrics' extra passes on a measured update
 

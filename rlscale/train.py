@@ -8,6 +8,8 @@ is ``train()`` below, through the same parser as the command line.
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import sys
 import types
@@ -21,6 +23,8 @@ from rlscale.cli import Parser, command_name, interrupts_raise
 from rlscale.config import (
     COMMON_SETTINGS,
     FIELDS,
+    FLAGS,
+    SECTIONS,
     Config,
     add_config_flags,
     build_config,
@@ -28,6 +32,7 @@ from rlscale.config import (
     load_saved,
     parse_with_config,
     runs_root,
+    spelled,
 )
 from rlscale.envs.vector import check_env_id
 from rlscale.errors import UserError, exits_cleanly
@@ -49,7 +54,7 @@ RESUME_OVERRIDABLE = {"total_frames", "stop_return", "log_interval", "checkpoint
 
 
 def _flags(keys: set[str]) -> str:
-    return ", ".join(cli_flag(key) for key in sorted(keys))
+    return ", ".join(spelled(key) for key in sorted(keys))
 
 
 def resume(run_dir: Path, overrides: dict[str, Any]) -> int:
@@ -76,8 +81,9 @@ def parser(values: Config | None = None, values_from: str = "default", everythin
     only the settings most runs touch (config.COMMON_SETTINGS)."""
     p = Parser(prog="python -m rlscale.train",
                description="Train an agent; measure the gradient noise scale; resize the batch to follow it.",
-               epilog=None if everything else
-               f"{HELP_ALL} lists all {len(FIELDS)} settings; each is also a keyword of rlscale.train() in Python.")
+               epilog=settings_without_flags(values or Config(), values_from) if everything else
+               f"{HELP_ALL} lists every flag and the settings set with --set; each is also a keyword of rlscale.train().",
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("env", nargs="?", help="preset (" + ", ".join(presets.available("envs")) + "; or "
                    "envs/NAME.toml in this folder), a preset file (FILE.toml) or a gymnasium id (ALE/Breakout-v5)")
     p.add_argument("--agent", help="agent preset (" + ", ".join(presets.available("agents")) + "; default: the "
@@ -86,6 +92,28 @@ def parser(values: Config | None = None, values_from: str = "default", everythin
     p.add_argument(HELP_ALL, action="store_true", help="show every setting")
     add_config_flags(p, values, None if everything else COMMON_SETTINGS, values_from)
     return p
+
+
+def settings_without_flags(values: Config, values_from: str) -> str:
+    """--help-all's last part: every setting a preset's TOML holds that has no flag, one line each."""
+    lines = [f"settings without a flag: in a preset's TOML, or --set NAME=VALUE ({values_from.rstrip(':')} values; "
+             "docs/usage.md):"]
+    for section, cls in SECTIONS.items():
+        names = [f.name for f in dataclasses.fields(cls) if f.name not in FLAGS]
+        lines += [f"  [{section}]"] + [
+            f"    {name:<20}{_shown(getattr(getattr(values, section), name)):>10}  {_gist(_unscoped(FIELDS[name][1].metadata['help']))}"
+            for name in names]
+    return "\n".join(lines)
+
+
+def _unscoped(text: str) -> str:
+    """A help text without its scope ("PPO: ", "auto: "), which the one-line listing has no room for."""
+    scope, sep, rest = text.partition(": ")
+    return rest if sep and len(scope) <= 12 else text
+
+
+def _shown(value: Any) -> str:
+    return "-" if value in ("", None) else f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _gist(text: str, width: int = 58) -> str:
@@ -109,11 +137,11 @@ def short_help(values: Config, label: str) -> str:
     for name in COMMON_SETTINGS:
         section, f = FIELDS[name]
         value = getattr(getattr(values, section), name)
-        shown = "-" if value in ("", None) else f"{value:g}" if isinstance(value, float) else str(value)
+        shown = _shown(value)
         kind = f.type if isinstance(f.type, str) else f.type.__name__
         flag = cli_flag(name) + ("" if kind == "bool" else f" {kind.upper()}")
         lines.append(f"  {flag:<22}{shown:>10}  {_gist(f.metadata['help'])}")
-    lines += ["", f"{prog} ENV {HELP_ALL} lists all {len(FIELDS)} settings with their units; each is also",
+    lines += ["", f"{prog} ENV {HELP_ALL} lists every flag with its unit, and the settings --set gives; each is also",
               "a keyword of rlscale.train() in Python. Guide: docs/usage.md"]
     return "\n".join(lines)
 

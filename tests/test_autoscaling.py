@@ -23,6 +23,9 @@ from rlscale.envs.vector import probe_spec
 from rlscale.models.nets import build_network
 from rlscale.rollout.worker import flat_weights
 
+# slow: Ray's autoscaler on a fake cluster (CI runs it: .ci/run).
+pytestmark = pytest.mark.slow
+
 
 class FakeMultiNodeCluster(AutoscalingCluster):
     """The fake provider's cluster config, written out: pip wheels of Ray lack its example.yaml."""

@@ -16,14 +16,14 @@ import torch
 
 from rlscale import tags
 from rlscale.config import build_config, load_saved
-from rlscale.reports.events import read_scalars
 from rlscale.reports.runs import WINDOW_SAMPLES
 from rlscale.training import checkpoint, trainer
 from rlscale.training.branch import load_branch_point
+from rlscale.training.events import read_scalars
 from tests.conftest import run_in_process
 from tests.test_cli import assert_one_line_error
 
-SERIAL = ["--serial", "--learner-threads", "1", "--learner-precision", "fp32", "--actor-precision", "fp32",
+SERIAL = ["--pool", "serial", "--learner-threads", "1", "--learner-precision", "fp32", "--actor-precision", "fp32",
           "--log-interval", "600"]
 
 
@@ -43,7 +43,7 @@ def trunk(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_branch_starts_from_the_trunks_network_and_optimizer_state_with_its_counters_at_zero(trunk, tmp_path):
     saved = checkpoint.load(checkpoint.latest(trunk))["engine"]["learner"]
     cfg = build_config("cartpole", None, {"init_from": str(trunk), "n_envs": 16, "lr": 3e-3, "seed": 5,
-                                          "serial": True, "learner_threads": 1, "learner_precision": "fp32",
+                                          "pool": "serial", "learner_threads": 1, "learner_precision": "fp32",
                                           "actor_precision": "fp32"})
     branch = load_branch_point(cfg)
     assert branch.agent_steps == checkpoint.step_of(checkpoint.latest(trunk)) >= 12_000
@@ -94,7 +94,7 @@ def test_a_resumed_branch_continues_from_its_own_checkpoint(trunk, tmp_path):
 @pytest.mark.parametrize("args, fragments", [
     (["--init-from", "/nonexistent/run"], ["--init-from /nonexistent/run does not exist"]),
     (["--init-from", "{empty}"], ["no checkpoint in"]),
-    (["--init-from", "{trunk}", "--agent", "ppo"], ["was trained with --algo a2c", "a branch must share them"]),
+    (["--init-from", "{trunk}", "--agent", "ppo"], ["was trained with algo a2c", "a branch must share them"]),
     (["--init-from", "{trunk}", "--backend", "rllib"], ["--init-from starts the native engine's one learner"]),
 ])
 def test_bad_init_from_is_one_line_and_writes_nothing(args, fragments, trunk, tmp_path):
@@ -107,7 +107,7 @@ def test_bad_init_from_is_one_line_and_writes_nothing(args, fragments, trunk, tm
 
 @pytest.mark.parametrize("args, fragments", [
     (["--init-from", "/nonexistent/run"], ["--init-from /nonexistent/run does not exist"]),
-    (["--init-from", "{trunk}", "--agent", "ppo"], ["was trained with --algo a2c"]),
+    (["--init-from", "{trunk}", "--agent", "ppo"], ["was trained with algo a2c"]),
 ])
 def test_a_sweep_refuses_a_bad_trunk_before_any_trial(args, fragments, trunk, tmp_path):
     args = [a.format(trunk=trunk) for a in args]
@@ -154,7 +154,7 @@ def test_pareto_cells_prints_each_cells_noise_scales_up_to_the_goal(trunk, tmp_p
     for n_envs, lr in ((4, 1e-3), (4, 3e-3), (8, 1e-3)):
         for seed in (0, 1, 2):
             train("--init-from", str(trunk), "--n-envs", str(n_envs), "--lr", str(lr), "--seed", str(seed),
-                  "--total-frames", "3000", "--goals", "60", "--curvature-every", "10",
+                  "--total-frames", "3000", "--goals", "60", "--set", "curvature_every=10",
                   "--run-dir", str(sweep / f"b{n_envs}-{lr}-s{seed}"))
     result = run_in_process(["rlscale", "pareto", str(sweep), "--goals", "1e9", "--cells"])
     assert result.returncode == 2  # no run reaches 1e9: the fit has nothing, but the cells print first

@@ -28,20 +28,27 @@ def assert_one_line_error(result, *fragments: str) -> None:
     (["pong", "--n-envs", "-4"], ["--n-envs must be positive"]),
     (["pong", "--min-envs", "64", "--max-envs", "8"], ["--min-envs (64) is larger than --max-envs (8)"]),
     (["pong", "--batch", "huge"], ["--batch", "invalid choice"]),
-    (["cartpole", "--batch", "auto", "--hysteresis", "2", "--max-resize-factor", "2"],
-     ["--batch auto needs --hysteresis (2) below --max-resize-factor (2)"]),
+    (["pong", "--cooldown", "5"], ["--cooldown is a setting without a flag: give --set cooldown=VALUE"]),
+    (["pong", "--no-norm-adv"], ["--no-norm-adv is a setting without a flag: give --set norm_adv=false"]),
+    (["pong", "--serial"], ["--serial is spelled --pool serial"]),
+    (["pong", "--set", "nope=1"], ["--set nope=1: give NAME=VALUE with NAME a setting"]),
+    (["pong", "--set", "cooldown"], ["--set cooldown: give NAME=VALUE"]),
+    (["pong", "--set", "cooldown=soon"], ["cooldown must be float, got 'soon'"]),
+    (["pong", "--set", "network=resnet"], ["network must be one of"]),
+    (["cartpole", "--batch", "auto", "--set", "hysteresis=2", "--set", "max_resize_factor=2"],
+     ["--batch auto needs hysteresis (2) below max_resize_factor (2)"]),
     (["pong", "--frobnicate"], ["unrecognized arguments: --frobnicate"]),
     ([], ["name an environment"]),
     (["cartpole", "--address", "127.0.0.1:1"], ["cannot reach a Ray cluster at 127.0.0.1:1"]),
     (["cartpole", "--address", "nonsense"], ["--address must be auto or HOST:PORT"]),
-    (["cartpole", "--serial", "--learner-device", "cuda"], ["torch sees no GPU"]),
+    (["cartpole", "--pool", "serial", "--learner-device", "cuda"], ["torch sees no GPU"]),
     (["cartpole", "--signal", "precond", "--optimizer", "sgd"],
      ["--signal precond cannot be followed here", "--optimizer sgd has no preconditioner"]),
     (["cartpole", "--signal", "precond_hessian", "--optimizer", "sgd"],
      ["--signal precond_hessian cannot be followed here", "--optimizer sgd has no preconditioner"]),
-    (["cartpole", "--signal", "hessian", "--no-measure-curvature"], ["--signal hessian cannot be followed here"]),
+    (["cartpole", "--signal", "hessian", "--set", "measure_curvature=false"], ["--signal hessian cannot be followed here"]),
     (["cartpole", "--signal", "hessian", "--learners", "2"], ["data-parallel learners measure B_simple only"]),
-    (["cartpole", "--curvature-every", "0"], ["--curvature-every must be positive"]),
+    (["cartpole", "--set", "curvature_every=0"], ["curvature_every must be positive"]),
     (["cartpole", "--signal", "bsimple"], ["--signal", "invalid choice"]),
     (["cartpole", "--batch", "replay"], ["--batch replay and --replay-from RUN_DIR go together"]),
     (["cartpole", "--replay-from", "runs/x"], ["--batch replay and --replay-from RUN_DIR go together"]),
@@ -69,7 +76,7 @@ def test_malformed_and_unknown_key_presets(tmp_path):
 def test_unwritable_run_dir(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    result = run_in_process([*TRAIN, "cartpole", "--serial", "--run-dir", str(blocker / "run")])
+    result = run_in_process([*TRAIN, "cartpole", "--pool", "serial", "--run-dir", str(blocker / "run")])
     assert_one_line_error(result, "cannot write to", "--run-dir")
 
 
@@ -86,3 +93,25 @@ def test_resume_missing_and_corrupt(tmp_path):
     assert_one_line_error(
         run_in_process([*TRAIN, "--resume", str(run_dir), "--lr", "0.1"]),
         "--resume keeps the run's settings")
+
+
+def test_set_gives_any_setting_a_flag_does_not_with_its_toml_type():
+    from rlscale.config import parse_with_config
+    from rlscale.train import parser
+
+    args, overrides = parse_with_config(parser(), ["cartpole", "--set", "cooldown=20000", "--set", "norm-adv=false",
+                                                   "--set", "learner_compile=off", "--n-envs", "16"])
+    assert overrides == {"n_envs": 16, "cooldown": 20000.0, "norm_adv": False, "learner_compile": "off"}
+
+
+def test_help_all_lists_at_most_50_flags_and_every_other_setting_by_name():
+    from rlscale.config import FIELDS, FLAGS
+
+    out = run_in_process([*TRAIN, "pong", "--help-all"]).stdout
+    flags, listed = out.split("settings without a flag")
+    named = {line.split()[0].split(",")[-1] for line in flags.splitlines()
+             if line.strip().startswith("-") and not line.strip().startswith("--no-")}
+    named |= {word.strip(",") for line in flags.splitlines() if line.strip().startswith("-h,") for word in line.split()}
+    assert len({n for n in named if n.startswith("--")}) <= 50, sorted(named)
+    names = {line.split()[0] for line in listed.splitlines()[1:] if line.startswith("    ")}
+    assert names == set(FIELDS) - set(FLAGS)

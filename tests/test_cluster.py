@@ -26,6 +26,9 @@ from tests.test_rollout import (
     weights_for,
 )
 
+# slow: a local Ray cluster of 3 nodes (CI runs it: .ci/run).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -120,7 +123,7 @@ def test_a_measurements_races_run_side_by_side_on_the_clusters_nodes(cluster, tm
 
     c, _ = cluster
     run_dir = tmp_path / "run"
-    assert train_main(["cartpole", "--serial", "--goals", "30", "--stop-return", "30", "--n-envs", "8",
+    assert train_main(["cartpole", "--pool", "serial", "--goals", "30", "--stop-return", "30", "--n-envs", "8",
                        "--log-interval", "600", "--run-dir", str(run_dir)]) == 0
     code = measure_main([str(run_dir), "--address", c.address, "--at-once", "2", "--goal", "45", "--batches", "0.5",
                          "2", "--races", "2", "--cap-updates", "400", "--out", str(tmp_path / "m.json")])

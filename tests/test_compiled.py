@@ -111,5 +111,5 @@ def test_a_network_that_fails_to_compile_leaves_the_learner_eager_and_says_why()
 def test_compiling_is_on_for_a_single_native_learner_only():
     assert build_config("pong", "ppo", {}).run.learner_compile == "auto"
     for overrides in ({"learners": 2, "n_envs": 8}, {"backend": "rllib"}):
-        with pytest.raises(UserError, match="--learner-compile on compiles the native engine's one learner"):
+        with pytest.raises(UserError, match="learner_compile on compiles the native engine's one learner"):
             build_config("pong", "ppo", {"learner_compile": "on", **overrides}).validate()

@@ -57,13 +57,13 @@ def test_a_config_saved_before_a_field_existed_loads_with_the_behaviour_it_ran(t
 @pytest.mark.parametrize("overrides, message", [
     ({"n_envs": 0}, "--n-envs must be positive"),
     ({"lr": -1.0}, "--lr must be positive"),
-    ({"n_envs": 18}, "multiple of --vector-size"),
+    ({"n_envs": 18}, "multiple of vector_size"),
     ({"min_envs": 64, "max_envs": 8}, "larger than --max-envs"),
-    ({"noise_groups": 32}, "--noise-groups (32) exceeds"),
+    ({"noise_groups": 32}, "noise_groups (32) exceeds"),
     ({"gamma": 1.5}, "--gamma must lie in [0, 1]"),
-    ({"min_gain": -0.1}, "--min-gain must be zero or positive"),
-    ({"noise_settle": -5}, "--noise-settle must be zero or positive"),
-    ({"noise_clip": 0.5}, "--noise-clip must be 0 (off) or above 1"),
+    ({"min_gain": -0.1}, "min_gain must be zero or positive"),
+    ({"noise_settle": -5}, "noise_settle must be zero or positive"),
+    ({"noise_clip": 0.5}, "noise_clip must be 0 (off) or above 1"),
     ({"batch": "critical", "n_envs": 512}, "outside [--min-envs"),
 ])
 def test_impossible_numbers(overrides, message):

@@ -83,8 +83,8 @@ def test_elastic_pool_follows_the_batch_and_asks_the_autoscaler_for_cpus(ray_ins
 def test_envs_per_actor_must_fit_the_engine_and_the_vectors():
     from tests.conftest import run_in_process
 
-    cases = {("--envs-per-actor", "3", "--vector-size", "2"): "must be a multiple of --vector-size",
-             ("--envs-per-actor", "4", "--serial"): "drop --serial",
+    cases = {("--envs-per-actor", "3", "--set", "vector_size=2"): "must be a multiple of vector_size",
+             ("--envs-per-actor", "4", "--pool", "serial"): "drop --pool serial",
              ("--envs-per-actor", "-4"): "--envs-per-actor must be zero or positive"}
     for flags, message in cases.items():
         result = run_in_process(["rlscale.train", "cartpole", *flags])  # the command's own main(argv)

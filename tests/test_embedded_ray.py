@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from rlscale.config import build_config
+
+# slow: Ray started, joined and stopped as a user's process would (CI runs it: .ci/run).
+pytestmark = pytest.mark.slow
 
 
 def test_actors_of_an_embedded_ray_run_at_the_drivers_priority():

@@ -29,7 +29,7 @@ def trained_runs(tmp_path_factory) -> list[Path]:
     for seed in (1, 2):
         run_dir = tmp_path_factory.mktemp("runs") / f"cartpole-seed{seed}"
         # Goal 60 comes at ~4,400-5,900 agent steps for these seeds: 10,000 reach both goals.
-        result = run_in_process(["rlscale.train", "cartpole", "--serial", "--total-frames", "10000",
+        result = run_in_process(["rlscale.train", "cartpole", "--pool", "serial", "--total-frames", "10000",
                                  "--seed", str(seed), "--goals", *GOALS, "--run-dir", str(run_dir)])
         assert result.returncode == 0, result.stderr
         runs.append(run_dir)

@@ -93,10 +93,10 @@ def test_the_precision_probe_on_the_gpu_times_both_and_ignores_the_cpus_flags():
 
 def test_a_run_trains_its_learner_on_the_gpu_and_measures_every_estimator(tmp_path, capsys):
     run = tmp_path / "run"
-    main(["cartpole", "--serial", "--batch", "critical", "--total-frames", "6000", "--curvature-every", "2",
+    main(["cartpole", "--pool", "serial", "--batch", "critical", "--total-frames", "6000", "--set", "curvature_every=2",
           "--run-dir", str(run)])
     out = capsys.readouterr().out
-    assert "learner on cuda" in out
+    assert "learner: cuda" in out
     assert "resize" in out  # the controller moved the batch on what the GPU learner measured
     summary = json.loads((run / "summary.json").read_text())
     assert summary["finished"] and summary["agent_steps"] >= 6000

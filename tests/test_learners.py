@@ -35,7 +35,8 @@ from tests.test_noise import problem, true_noise_scale
 from tests.test_train import read_counters, scalars, steps_of
 
 # In-process runs share the module's embedded Ray (conftest.ray_instance) instead of starting their own.
-pytestmark = pytest.mark.usefixtures("ray_instance")
+# slow: data-parallel learners as Ray actors (CI runs it: .ci/run).
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_instance")]
 
 
 def test_shares_hold_whole_environments_and_minibatch_rows_map_onto_them():
@@ -223,7 +224,7 @@ def test_bad_learner_counts_are_one_line_errors():
     from tests.conftest import run_in_process
 
     cases = {("--learners", "0"): "--learners must be positive",
-             ("--learners", "2", "--serial"): "drop --serial",
+             ("--learners", "2", "--pool", "serial"): "drop --pool serial",
              ("--learners", "16"): "exceeds the 8 environments"}
     for flags, message in cases.items():
         result = run_in_process(["rlscale.train", "cartpole", *flags])  # the command's own main(argv)

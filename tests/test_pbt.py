@@ -12,6 +12,9 @@ from rlscale.pbt import PBT_FILE, Segment, population_totals, read_segments, seg
 from tests.conftest import run_command, run_in_process
 from tests.test_cli import assert_one_line_error
 
+# slow: Population Based Training through Ray Tune (CI runs it: .ci/run).
+pytestmark = pytest.mark.slow
+
 
 def segment(member: int, index: int, steps: int, cpu: float = 1.0) -> Segment:
     return Segment(member, index, 50, 1e-3, segment_seed(0, member, index), "", steps, steps, steps // 50,

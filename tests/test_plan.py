@@ -139,8 +139,8 @@ def test_bad_clusters_and_costs_are_refused():
 def auto_run(tmp_path_factory):
     """A short CartPole run with --batch auto: it measures its own cost model."""
     run_dir = tmp_path_factory.mktemp("plan") / "auto"
-    result = run_in_process(["rlscale.train", "cartpole", "--serial", "--batch", "auto", "--n-envs", "8",
-                             "--min-envs", "4", "--max-envs", "64", "--cooldown", "1000", "--total-frames", "30000",
+    result = run_in_process(["rlscale.train", "cartpole", "--pool", "serial", "--batch", "auto", "--n-envs", "8",
+                             "--min-envs", "4", "--max-envs", "64", "--set", "cooldown=1000", "--total-frames", "30000",
                              "--run-dir", str(run_dir)])
     assert result.returncode == 0, result.stderr
     return run_dir
@@ -173,7 +173,7 @@ def test_plan_reads_b_crit_as_b_simple_over_the_crit_ratio(auto_run):
 
 def test_plan_bad_input(auto_run, tmp_path):
     fixed = tmp_path / "fixed"
-    trained = run_in_process(["rlscale.train", "cartpole", "--serial", "--n-envs", "4", "--total-frames", "2000",
+    trained = run_in_process(["rlscale.train", "cartpole", "--pool", "serial", "--n-envs", "4", "--total-frames", "2000",
                               "--run-dir", str(fixed)])
     assert trained.returncode == 0, trained.stderr
     cases = [

@@ -10,10 +10,10 @@ from PIL import Image
 from rlscale import tags
 from rlscale.goals import GOAL_WINDOW, rolling_mean
 from rlscale.reports import plot as plot_module
-from rlscale.reports.events import CACHE_FILE, break_gaps, read_scalars
 from rlscale.reports.plot import batch_lines
 from rlscale.reports.plot import main as plot_main
 from rlscale.train import main as train_main
+from rlscale.training.events import CACHE_FILE, break_gaps, read_scalars
 from rlscale.training.logger import RunLogger
 from tests.test_train import scalars
 
@@ -42,7 +42,7 @@ def points(line) -> tuple[np.ndarray, np.ndarray]:
 def test_plot_of_a_short_run(tmp_path, monkeypatch):
     """Each of the four panels draws the run's own series, as its TensorBoard events hold them, into the PNG."""
     run_dir = tmp_path / "run"
-    assert train_main(["cartpole", "--serial", "--total-frames", "3000", "--run-dir", str(run_dir)]) == 0
+    assert train_main(["cartpole", "--pool", "serial", "--total-frames", "3000", "--run-dir", str(run_dir)]) == 0
     saved = []
     real_save = plot_module.save_figure
 

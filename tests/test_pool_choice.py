@@ -50,7 +50,7 @@ class Recorded(SerialPool):
 
 
 def test_the_pools_take_turns_each_batch_is_learned_from_and_the_first_turn_is_not_timed():
-    cfg = build_config("cartpole", None, {"n_envs": 4, "serial": True})
+    cfg = build_config("cartpole", None, {"n_envs": 4, "pool": "serial"})
     spec = probe_spec(cfg.env)
     torch.manual_seed(0)
     weights = flat_weights(build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden))
@@ -133,7 +133,6 @@ def test_a_pool_with_enough_timed_updates_keeps_taking_whole_turns_until_the_oth
     ({}, True),
     ({"pool": "actors"}, False),
     ({"pool": "serial"}, False),
-    ({"serial": True}, False),
     ({"overlap": True}, False),
     ({"learners": 2}, False),
     ({"envs_per_actor": 4, "n_envs": 8}, False),
@@ -156,13 +155,10 @@ def test_only_a_run_of_its_own_on_this_machine_times_the_pools(settings, timed, 
         assert not pool_is_timed(cfg)
 
 
-def test_serial_and_pool_actors_together_are_one_line_and_exit_2():
-    from rlscale.errors import UserError
+def test_a_retired_serial_flag_says_how_to_say_it_and_a_bad_pool_is_one_line():
     from tests.conftest import run_in_process
 
-    with pytest.raises(UserError, match="--serial steps the environments in this process and --pool actors"):
-        build_config("cartpole", None, {"serial": True, "pool": "actors"})
-    result = run_in_process(["rlscale.train", "cartpole", "--serial", "--pool", "actors"])
-    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "--pool actors" in result.stderr
+    result = run_in_process(["rlscale.train", "cartpole", "--serial"])
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "--pool serial" in result.stderr
     result = run_in_process(["rlscale.train", "cartpole", "--pool", "threads"])
     assert result.returncode == 2 and "Traceback" not in result.stderr and "auto" in result.stderr

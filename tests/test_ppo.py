@@ -93,8 +93,8 @@ def test_ppo_learns_cartpole(tmp_path):
     run_dir = tmp_path / "ppo"
     # CleanRL ppo.py's classic-control settings (4 envs, clip 0.2, entropy 0.01) but lr 1e-3, 4x
     # CleanRL's: 450 at 62,976 and 87,040 agent steps for seeds 0 and 1 (134,656 at 2.5e-4).
-    code = main(["cartpole", "--agent", "ppo", "--serial", "--n-envs", "4", "--vector-size", "2",
-                 "--clip-coef", "0.2", "--ent-coef", "0.01", "--lr", "1e-3", "--total-frames", "300000",
+    code = main(["cartpole", "--agent", "ppo", "--pool", "serial", "--n-envs", "4", "--set", "vector_size=2",
+                 "--set", "clip_coef=0.2", "--ent-coef", "0.01", "--lr", "1e-3", "--total-frames", "300000",
                  "--stop-return", "450", "--log-interval", "30", "--run-dir", str(run_dir)])
     assert code == 0
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -111,8 +111,8 @@ def test_controller_resizes_a_ppo_run_on_ray(tmp_path, capsys):
     2x (the largest resize factor): 8 -> 4 environments, --min-envs, where it stays."""
     run_dir = tmp_path / "ppo-adaptive"
     code = main(["cartpole", "--agent", "ppo", "--n-actors", "2", "--batch", "critical", "--n-envs", "8",
-                 "--vector-size", "2", "--n-steps", "32", "--min-envs", "4", "--max-envs", "64",
-                 "--cooldown", "1000", "--noise-parts-every", "1", "--total-frames", "1536",
+                 "--set", "vector_size=2", "--n-steps", "32", "--min-envs", "4", "--max-envs", "64",
+                 "--set", "cooldown=1000", "--set", "noise_parts_every=1", "--total-frames", "1536",
                  "--run-dir", str(run_dir)])
     assert code == 0
     events = scalars(run_dir)
@@ -129,7 +129,7 @@ def test_controller_resizes_a_ppo_run_on_ray(tmp_path, capsys):
     assert "resize 8 -> 4 envs (shrink: target batch" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("bad", [["--n-minibatches", "0"], ["--gae-lambda", "2"]])
+@pytest.mark.parametrize("bad", [["--n-minibatches", "0"], ["--set", "gae_lambda=2"]])
 def test_ppo_bad_numbers(bad, tmp_path, capsys):
     assert main(["cartpole", "--agent", "ppo", *bad, "--run-dir", str(tmp_path / "r")]) == 2
     assert "error:" in capsys.readouterr().err
@@ -140,7 +140,7 @@ def test_ppo_checkpoints_when_its_update_count_passes_each_multiple(tmp_path):
     from rlscale.training.checkpoint import list_checkpoints
 
     run_dir = tmp_path / "ppo-ckpt"
-    code = main(["cartpole", "--agent", "ppo", "--serial", "--n-envs", "4", "--vector-size", "2",
+    code = main(["cartpole", "--agent", "ppo", "--pool", "serial", "--n-envs", "4", "--set", "vector_size=2",
                  "--n-steps", "32", "--total-frames", str(10 * 128), "--checkpoint-every", "20",
                  "--keep-checkpoints", "100", "--run-dir", str(run_dir)])
     assert code == 0

@@ -462,7 +462,7 @@ def test_a_restart_with_a_seed_steps_alike_whatever_ran_before(serial, ray_insta
 
 def test_a_restart_seeds_minatar_with_a_measurements_seed():
     """A measurement's seed (over a million) seeds environments that take seeds under 2**32 only."""
-    cfg = build_config("minatar-breakout", None, {"n_envs": 8, "vector_size": 8, "min_envs": 8, "serial": True})
+    cfg = build_config("minatar-breakout", None, {"n_envs": 8, "vector_size": 8, "min_envs": 8, "pool": "serial"})
     spec, weights = weights_for(cfg)
     pool = SerialPool(cfg, spec)
     try:
@@ -474,7 +474,7 @@ def test_a_restart_seeds_minatar_with_a_measurements_seed():
 
 def test_minatar_runs_with_a_seed_whose_environment_seeds_pass_2_to_the_32():
     """A run's seed 100,000 makes its environments' 100,000 x 1,000,003: MinAtar takes seeds under 2**32 only."""
-    cfg = build_config("minatar-breakout", None, {"n_envs": 8, "vector_size": 8, "min_envs": 8, "serial": True,
+    cfg = build_config("minatar-breakout", None, {"n_envs": 8, "vector_size": 8, "min_envs": 8, "pool": "serial",
                                                   "seed": 100_000})
     spec, weights = weights_for(cfg)
     pool = SerialPool(cfg, spec)

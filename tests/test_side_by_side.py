@@ -13,6 +13,7 @@ import torch
 
 from rlscale.agents.ppo import PPOLearner
 from rlscale.agents.side_by_side import SideBySide, choose_pass_schedule
+from rlscale.api import settings_argv
 from rlscale.config import build_config
 from rlscale.errors import UserError
 from rlscale.models.nets import build_network
@@ -79,12 +80,12 @@ def test_a_compiled_learner_keeps_the_team_and_says_why():
 
 @pytest.mark.parametrize(("settings", "message"), [
     ({"learner_passes": "side-by-side", "learner_compile": "on"}, "torch.compile is not thread-safe"),
-    ({"learner_passes": "auto", "backend": "rllib"}, "--learner-passes shares the native engine's one learner"),
+    ({"learner_passes": "auto", "backend": "rllib"}, "learner_passes shares the native engine's one learner"),
 ])
 def test_side_by_side_where_it_cannot_run_is_one_line_and_exit_2(settings, message):
     with pytest.raises(UserError, match=message):
         build_config("pong", "ppo", settings)
-    out = run_in_process(["rlscale.train", "pong", *[f"--{k.replace('_', '-')}={v}" for k, v in settings.items()]])
+    out = run_in_process(["rlscale.train", "pong", *settings_argv(None, settings)])
     assert out.returncode == 2 and message.split(":")[0] in out.stderr and "Traceback" not in out.stderr
 
 
@@ -104,7 +105,7 @@ def test_side_by_side_passes_are_the_sum_of_their_parts_not_a_copy_of_one():
 
 def test_the_engine_runs_side_by_side_eager_says_so_and_stops_its_workers(tmp_path):
     # A bf16 PPO learner would compile (--learner-compile auto); asked for side by side, it runs eager.
-    cfg = build_config("pong", "ppo", {"n_envs": 4, "n_steps": 8, "serial": True, "learner_threads": 2,
+    cfg = build_config("pong", "ppo", {"n_envs": 4, "n_steps": 8, "pool": "serial", "learner_threads": 2,
                                        "learner_precision": "bf16", "learner_passes": "side-by-side",
                                        "warmup_max_steps": 0})
     before = {t.name for t in threading.enumerate()}

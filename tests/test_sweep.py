@@ -28,6 +28,9 @@ from rlscale.training.trainer import reference_step, stop_clause
 from tests.conftest import run_command, run_in_process
 from tests.test_cli import assert_one_line_error
 
+# slow: sweeps through Ray Tune (CI runs it: .ci/run).
+pytestmark = pytest.mark.slow
+
 GOALS = ["25", "40"]
 
 

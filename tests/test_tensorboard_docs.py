@@ -34,13 +34,13 @@ RUN_TIMEOUT = 600  # both runs take ~20 s on an idle 2-core machine, several tim
 RUNS = {
     # 8 envs x 16 steps, 2 epochs x 2 minibatches: 4 optimizer steps per update. --batch auto times 5
     # updates, probes 16 envs, times 5 more and fits its cost model; the metrics every 3rd batch.
-    "ppo": ["cartpole", "--agent", "ppo", "--serial", "--n-envs", "8", "--vector-size", "2",
+    "ppo": ["cartpole", "--agent", "ppo", "--pool", "serial", "--n-envs", "8", "--set", "vector_size=2",
             "--n-steps", "16", "--n-epochs", "2", "--n-minibatches", "2", "--batch", "auto",
-            "--max-envs", "16", "--cooldown", "128", "--noise-settle", "0", "--noise-parts-every", "1",
-            "--curvature-every", "3", "--noise-clip", "5", "--total-frames", "3072", "--log-interval", "1000"],
+            "--max-envs", "16", "--set", "cooldown=128", "--set", "noise_settle=0", "--set", "noise_parts_every=1",
+            "--set", "curvature_every=3", "--set", "noise_clip=5", "--total-frames", "3072", "--log-interval", "1000"],
     # 8 envs x 5 steps (the preset's), 12 updates; critical, but a cool-down that never ends: no resize.
-    "a2c": ["cartpole", "--agent", "a2c", "--serial", "--n-envs", "8", "--vector-size", "2",
-            "--batch", "critical", "--cooldown", "1000000", "--noise-settle", "0", "--curvature-every", "3",
+    "a2c": ["cartpole", "--agent", "a2c", "--pool", "serial", "--n-envs", "8", "--set", "vector_size=2",
+            "--batch", "critical", "--set", "cooldown=1000000", "--set", "noise_settle=0", "--set", "curvature_every=3",
             "--total-frames", "480", "--log-interval", "1000"],
 }
 
@@ -155,7 +155,7 @@ CONDITIONS: dict[str, Callable[[Run, str], bool]] = {
                                and run.cfg.run.learners <= 1),
     "metrics": lambda run, tag: measured_metrics(run.cfg),
     "preconditioned": lambda run, tag: run.cfg.agent.optimizer in PRECONDITIONED_OPTIMIZERS,
-    "`--noise-clip`": lambda run, tag: run.cfg.noise.noise_clip > 0,
+    "`noise_clip`": lambda run, tag: run.cfg.noise.noise_clip > 0,
     "batch moves": lambda run, tag: run.cfg.control.batch != "fixed",
     "resize": lambda run, tag: run.resized,
     "`--batch auto`": lambda run, tag: run.cfg.control.batch == "auto",

@@ -93,15 +93,15 @@ def test_short_pong_run_through_actors_writes_tensorboard(tmp_path, capsys):
     run_dir = tmp_path / "pong"
     # No warm-up, so every env's first episode counts; a Pong episode lasts ~800+ agent steps,
     # so 4 envs x 1,100 steps each; 25 steps per update keeps the updates few (44).
-    code = main(["pong", "--agent", "a2c", "--n-actors", "2", "--n-envs", "4", "--vector-size", "2",
-                 "--n-steps", "25", "--total-frames", "17600", "--warmup-max-steps", "0",
-                 "--noise-parts-every", "2", "--checkpoint-every", "10", "--run-dir", str(run_dir)])
+    code = main(["pong", "--agent", "a2c", "--n-actors", "2", "--n-envs", "4", "--set", "vector_size=2",
+                 "--n-steps", "25", "--total-frames", "17600", "--set", "warmup_max_steps=0",
+                 "--set", "noise_parts_every=2", "--checkpoint-every", "10", "--run-dir", str(run_dir)])
     assert code == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0] == f"run directory: {run_dir}"
     assert f"tensorboard --logdir {run_dir}\n" in out and "steps " in out  # the named run, not its parent
     # The header says which control the run takes and, for the presets' fixed batch, why (issue 61's item 4).
-    assert "| batch control: fixed (why: docs/batch-control.md) |" in out
+    assert "\n  batch control: fixed (why: docs/batch-control.md)\n" in out
     events = scalars(run_dir)
     tags = set(events.Tags()["scalars"])
     missing = REQUIRED_TAGS - tags
@@ -142,7 +142,7 @@ def wait_for_checkpoints(run_dir: Path, count: int, proc: subprocess.Popen, time
 
 def test_sigkill_then_resume_continues_without_gaps_or_duplicates(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    args = ["cartpole", "--serial", "--n-envs", "4", "--vector-size", "2", "--checkpoint-every", "25",
+    args = ["cartpole", "--pool", "serial", "--n-envs", "4", "--set", "vector_size=2", "--checkpoint-every", "25",
             "--keep-checkpoints", "2", "--total-frames", "12000", "--run-dir", str(run_dir)]
     proc = train_subprocess(args)
     try:
@@ -167,7 +167,7 @@ def test_sigkill_then_resume_continues_without_gaps_or_duplicates(tmp_path, caps
     assert steps == list(range(20, 12_001, 20))  # every update once: no gap, no duplicate
 
 
-@pytest.mark.parametrize(("sig", "where"), [(signal.SIGINT, ["--serial"]), (signal.SIGTERM, ["--pool", "actors", "--n-actors", "2"])],
+@pytest.mark.parametrize(("sig", "where"), [(signal.SIGINT, ["--pool", "serial"]), (signal.SIGTERM, ["--pool", "actors", "--n-actors", "2"])],
                          ids=["sigint-serial", "sigterm-ray-actors"])
 def test_sigint_or_sigterm_leaves_a_checkpoint_and_a_resume_hint(tmp_path, sig, where):
     # SIGTERM with Ray actors: ray.init sets a SIGTERM handler of its own that exits at once;
@@ -187,7 +187,7 @@ def test_sigint_or_sigterm_leaves_a_checkpoint_and_a_resume_hint(tmp_path, sig, 
 def test_a_finished_run_extends_to_a_larger_budget_on_the_new_schedule(tmp_path, capsys):
     run_dir = tmp_path / "run"
     # PPO anneals the learning rate over the budget; 4 envs x 128 steps = 512 agent steps a batch.
-    assert main(["cartpole", "--agent", "ppo", "--serial", "--n-envs", "4", "--vector-size", "2",
+    assert main(["cartpole", "--agent", "ppo", "--pool", "serial", "--n-envs", "4", "--set", "vector_size=2",
                  "--total-frames", "2048", "--run-dir", str(run_dir)]) == 0
     extended = tmp_path / "extended"  # extend a copy: the finished run stays as it was
     shutil.copytree(run_dir, extended)
@@ -244,7 +244,7 @@ def test_killed_actor_is_replaced_and_the_run_finishes(tmp_path, capsys):
 
 def test_cartpole_episode_tags_and_goal_summary(tmp_path):
     run_dir = tmp_path / "run"
-    assert main(["cartpole", "--serial", "--total-frames", "4000", "--run-dir", str(run_dir)]) == 0
+    assert main(["cartpole", "--pool", "serial", "--total-frames", "4000", "--run-dir", str(run_dir)]) == 0
     tags = set(scalars(run_dir).Tags()["scalars"])
     assert {"rollout/episode_return", "rollout/episode_length"} <= tags
     returns = [e.value for e in scalars(run_dir).Scalars("rollout/episode_return")]
@@ -258,8 +258,8 @@ def test_closed_loop_cartpole_resizes_toward_the_noise_scale(tmp_path, capsys):
     """--batch critical on real Ray: every resize moves the batch toward the target logged with it."""
     run_dir = tmp_path / "adaptive"
     code = main(["cartpole", "--n-actors", "2", "--batch", "critical", "--n-envs", "8",
-                 "--min-envs", "4", "--max-envs", "64", "--cooldown", "2000", "--noise-parts-every", "1",
-                 "--curvature-every", "16", "--noise-clip", "10", "--total-frames", "16000",
+                 "--min-envs", "4", "--max-envs", "64", "--set", "cooldown=2000", "--set", "noise_parts_every=1",
+                 "--set", "curvature_every=16", "--set", "noise_clip=10", "--total-frames", "16000",
                  "--run-dir", str(run_dir)])
     assert code == 0
     events = scalars(run_dir)
@@ -287,7 +287,7 @@ def test_closed_loop_cartpole_resizes_toward_the_noise_scale(tmp_path, capsys):
         assert (new - old) * (target - old * per_env) > 0, (old, new, target)
     out = capsys.readouterr().out
     assert "resize 8 -> " in out and "target batch" in out
-    assert "| batch control: critical |" in out  # a controller the user chose: no word on the presets' fixed batch
+    assert "\n  batch control: critical\n" in out  # a controller the user chose: no word on the presets' fixed batch
 
 
 def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):
@@ -295,7 +295,7 @@ def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):
     the logged predicted speed-up is against the B* the controller aims at (B_simple / crit_ratio)."""
     run_dir = tmp_path / "auto"
     code = main(["cartpole", "--n-actors", "2", "--batch", "auto", "--n-envs", "8", "--min-envs", "4",
-                 "--max-envs", "64", "--cooldown", "1000", "--crit-ratio", "2", "--total-frames", "30000",
+                 "--max-envs", "64", "--set", "cooldown=1000", "--set", "crit_ratio=2", "--total-frames", "30000",
                  "--run-dir", str(run_dir)])
     assert code == 0
     out = capsys.readouterr().out
@@ -340,7 +340,7 @@ def test_overlapped_collection_trains_with_a_one_update_policy_lag(tmp_path, cap
 
 def test_a_minatar_game_by_id_trains_with_its_network_and_logs_returns(tmp_path, capsys):
     run_dir = tmp_path / "minatar"
-    assert main(["MinAtar/SpaceInvaders-v1", "--serial", "--total-frames", "6000", "--run-dir", str(run_dir)]) == 0
+    assert main(["MinAtar/SpaceInvaders-v1", "--pool", "serial", "--total-frames", "6000", "--run-dir", str(run_dir)]) == 0
     returns = [e.value for e in scalars(run_dir).Scalars("rollout/episode_return")]
     assert returns and all(r >= 0 for r in returns)
     saved = checkpoint.load(checkpoint.latest(run_dir))["engine"]["learner"]["model"]
@@ -350,7 +350,7 @@ def test_a_minatar_game_by_id_trains_with_its_network_and_logs_returns(tmp_path,
 def test_progress_lines_say_how_long_the_rest_of_the_budget_takes(tmp_path, capsys):
     import re
 
-    assert main(["cartpole", "--serial", "--total-frames", "20000", "--log-interval", "0.2",
+    assert main(["cartpole", "--pool", "serial", "--total-frames", "20000", "--log-interval", "0.2",
                  "--run-dir", str(tmp_path / "run")]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[")]
     timed = [line for line in lines if " ETA " in line]
@@ -396,8 +396,8 @@ def test_the_runs_last_progress_line_is_not_printed_twice_at_one_step(tmp_path, 
 def test_critical_control_can_follow_the_hessian_noise_scale(tmp_path, capsys):
     """--signal hessian: the controller's target is B_noise (eq. 2.8), and the progress line names it."""
     run_dir = tmp_path / "hessian"
-    assert main(["cartpole", "--serial", "--signal", "hessian", "--batch", "critical", "--curvature-every", "2",
-                 "--cooldown", "2000", "--total-frames", "8000", "--log-interval", "0.5",
+    assert main(["cartpole", "--pool", "serial", "--signal", "hessian", "--batch", "critical", "--set", "curvature_every=2",
+                 "--set", "cooldown=2000", "--total-frames", "8000", "--log-interval", "0.5",
                  "--run-dir", str(run_dir)]) == 0
     out = capsys.readouterr().out
     assert "B_noise " in out and "resize 8 -> " in out
@@ -411,9 +411,9 @@ def test_replay_follows_a_recorded_auto_run_open_loop(tmp_path, capsys):
     """--batch replay on another seed takes, after every update, the environments and learning rate the
     recorded run had taken at that agent step (docs/studies.md rule 4)."""
     recorded, replay = tmp_path / "auto", tmp_path / "replay"
-    common = ["cartpole", "--serial", "--learner-threads", "1", "--n-envs", "8", "--min-envs", "4",
+    common = ["cartpole", "--pool", "serial", "--learner-threads", "1", "--n-envs", "8", "--min-envs", "4",
               "--max-envs", "64", "--total-frames", "12000", "--lr-rule", "power"]
-    assert main([*common, "--batch", "auto", "--cooldown", "1000", "--run-dir", str(recorded)]) == 0
+    assert main([*common, "--batch", "auto", "--set", "cooldown=1000", "--run-dir", str(recorded)]) == 0
     capsys.readouterr()
     assert main([*common, "--batch", "replay", "--replay-from", str(recorded), "--seed", "1",
                  "--run-dir", str(replay)]) == 0

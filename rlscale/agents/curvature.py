@@ -13,7 +13,7 @@ a batch's value for an optimizer step is the metric the step moves in:
   E[g_j^T H_k g_i] = G^T H G for three different groups (``noise.metric_estimate``).
   The same G^T H G gives eps_max = |G|^2 / G^T H G (eq. 2.6).
 
-Cost per measured update (every ``--curvature-every`` batches), counted by
+Cost per measured update (every ``curvature_every`` batches), counted by
 ``tests/test_metrics.py``: per env group one forward pass and one backward pass
 that keeps its graph, then one double backward (the Hessian-vector product):
 k forward and 2k backward passes over groups of B/k rows. On Pong's Nature CNN

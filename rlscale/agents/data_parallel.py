@@ -12,7 +12,7 @@ squared norms |g_r|^2 with B_small = n_r and the all-reduced |G|^2 with
 B_big = N are exactly the estimator's env groups — whole environments each,
 unequal sizes handled as for one learner — with no extra backward pass. With
 L learners the estimator has L groups (the single learner splits its batch
-into ``--noise-groups``); the policy/value split is not measured (it needs a
+into ``noise_groups``); the policy/value split is not measured (it needs a
 second backward pass, which is what this route saves).
 
 No Ray here: the Ray actors that run the learners live in ``ray_learners``.

@@ -249,6 +249,65 @@ def _product_sq_norm(delta: torch.Tensor, x: torch.Tensor) -> float:
     return float((delta.float().T @ x.float()).square().sum())
 
 
+class _GroupPasses:
+    """The per-group route's passes: the gradients of one group's mean loss, per loss part, over the
+    autograd parameters and at the Gram layers' outputs (with those layers' inputs), in passes of about
+    ``chunk_rows`` rows."""
+
+    def __init__(self, autograd_params: list[torch.nn.Parameter], taps: list[_LinearTap], loss: RowsLoss,
+                 names: list[str], chunk_rows: int) -> None:
+        self.params, self.taps, self.loss, self.names, self.chunk_rows = autograd_params, taps, loss, names, chunk_rows
+
+    def grad(self, part_loss: torch.Tensor, retain: bool) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Gradients of the autograd parameters, and those reaching the Gram layers' outputs."""
+        g = torch.autograd.grad(part_loss, self.params + [tap.output for tap in self.taps],
+                                retain_graph=retain, materialize_grads=True)
+        n_auto = len(self.params)
+        return list(g[:n_auto]), list(g[n_auto:])
+
+    def one_pass(self, rows: np.ndarray) -> tuple[dict, dict, list[torch.Tensor], dict[str, torch.Tensor]]:
+        """Per part: the mean loss's gradients over ``rows`` and at the Gram layers' outputs; their inputs."""
+        policy_loss, value_loss, pass_stats = self.loss(rows)
+        if len(self.names) > 1:  # the parts
+            g_policy, d_policy = self.grad(policy_loss, retain=True)
+            g_value, d_value = self.grad(value_loss, retain=False)
+            grads = {"total": torch._foreach_add(g_policy, g_value), "policy": g_policy, "value": g_value}
+            deltas = {"total": [a + b for a, b in zip(d_policy, d_value, strict=True)],
+                      "policy": d_policy, "value": d_value}
+        else:
+            g_total, d_total = self.grad(policy_loss + value_loss, retain=False)
+            grads, deltas = {"total": g_total}, {"total": d_total}
+        inputs = [tap.inputs for tap in self.taps]
+        for tap in self.taps:
+            tap.output = None  # the graph of this pass can go
+        return grads, deltas, inputs, pass_stats
+
+    def group_gradient(self, rows: np.ndarray) -> tuple[dict, dict, list[torch.Tensor], dict[str, float]]:
+        """``one_pass`` over a whole group, in passes of about ``chunk_rows`` (cache-sized) rows.
+
+        The group's mean-loss gradient is the row-weighted mean of its passes'; the
+        gradient reaching a Gram layer's output rows of pass c is n_c/n times the pass's.
+        """
+        names, taps = self.names, self.taps
+        grads = {name: [torch.zeros_like(p) for p in self.params] for name in names}
+        deltas: dict[str, list[list[torch.Tensor]]] = {name: [[] for _ in taps] for name in names}
+        inputs: list[list[torch.Tensor]] = [[] for _ in taps]
+        pass_stats: dict[str, float] = {}
+        for chunk in np.array_split(rows, pass_count(rows.size, self.chunk_rows)):
+            w = chunk.size / rows.size
+            g_c, d_c, x_c, s_c = self.one_pass(chunk)
+            for name in names:
+                torch._foreach_add_(grads[name], g_c[name], alpha=w)
+                for i, d in enumerate(d_c[name]):
+                    deltas[name][i].append(w * d)
+            for i, x in enumerate(x_c):
+                inputs[i].append(x)
+            for key, value in s_c.items():
+                pass_stats[key] = pass_stats.get(key, 0.0) + w * float(value.detach())
+        return (grads, {name: [torch.cat(ds) for ds in per_tap] for name, per_tap in deltas.items()},
+                [torch.cat(xs) for xs in inputs], pass_stats)
+
+
 def _per_group_backward(params: list[torch.nn.Parameter], loss: RowsLoss, groups: Sequence[np.ndarray],
                         measure: bool, parts: bool, gram_layers: Sequence[torch.nn.Linear] = (),
                         chunk_rows: int = 0) -> GradientReport:
@@ -267,6 +326,7 @@ def _per_group_backward(params: list[torch.nn.Parameter], loss: RowsLoss, groups
     gram_ids = {id(layer.weight) for layer in gram_layers}
     autograd_params = [p for p in params if id(p) not in gram_ids]
     taps = [_LinearTap(layer) for layer in gram_layers]
+    passes = _GroupPasses(autograd_params, taps, loss, names, chunk_rows)
     sums = {name: [torch.zeros_like(p) for p in autograd_params] for name in names}
     # Per gram layer: the inputs of every group, and per part the weighted output gradients.
     tap_inputs: list[list[torch.Tensor]] = [[] for _ in taps]
@@ -275,59 +335,10 @@ def _per_group_backward(params: list[torch.nn.Parameter], loss: RowsLoss, groups
     for name in names:
         out.sq_norms[name] = []
     stats: dict[str, float] = {}
-    n_auto = len(autograd_params)
-
-    def grad(part_loss: torch.Tensor, retain: bool) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Gradients of the autograd parameters, and those reaching the Gram layers' outputs."""
-        g = torch.autograd.grad(part_loss, autograd_params + [tap.output for tap in taps],
-                                retain_graph=retain, materialize_grads=True)
-        return list(g[:n_auto]), list(g[n_auto:])
-
-    def one_pass(rows: np.ndarray) -> tuple[dict, dict, list[torch.Tensor], dict[str, torch.Tensor]]:
-        """Per part: the mean loss's gradients over ``rows`` and at the Gram layers' outputs; their inputs."""
-        policy_loss, value_loss, pass_stats = loss(rows)
-        if parts:
-            g_policy, d_policy = grad(policy_loss, retain=True)
-            g_value, d_value = grad(value_loss, retain=False)
-            grads = {"total": torch._foreach_add(g_policy, g_value), "policy": g_policy, "value": g_value}
-            deltas = {"total": [a + b for a, b in zip(d_policy, d_value, strict=True)],
-                      "policy": d_policy, "value": d_value}
-        else:
-            g_total, d_total = grad(policy_loss + value_loss, retain=False)
-            grads, deltas = {"total": g_total}, {"total": d_total}
-        inputs = [tap.inputs for tap in taps]
-        for tap in taps:
-            tap.output = None  # the graph of this pass can go
-        return grads, deltas, inputs, pass_stats
-
-    def group_gradient(rows: np.ndarray) -> tuple[dict, dict, list[torch.Tensor], dict[str, float]]:
-        """``one_pass`` over a whole group, in passes of about ``chunk_rows`` (cache-sized) rows.
-
-        The group's mean-loss gradient is the row-weighted mean of its passes'; the
-        gradient reaching a Gram layer's output rows of pass c is n_c/n times the pass's.
-        """
-        grads = {name: [torch.zeros_like(p) for p in autograd_params] for name in names}
-        deltas: dict[str, list[list[torch.Tensor]]] = {name: [[] for _ in taps] for name in names}
-        inputs: list[list[torch.Tensor]] = [[] for _ in taps]
-        pass_stats: dict[str, float] = {}
-        for chunk in np.array_split(rows, pass_count(rows.size, chunk_rows)):
-            w = chunk.size / rows.size
-            g_c, d_c, x_c, s_c = one_pass(chunk)
-            for name in names:
-                torch._foreach_add_(grads[name], g_c[name], alpha=w)
-                for i, d in enumerate(d_c[name]):
-                    deltas[name][i].append(w * d)
-            for i, x in enumerate(x_c):
-                inputs[i].append(x)
-            for key, value in s_c.items():
-                pass_stats[key] = pass_stats.get(key, 0.0) + w * float(value.detach())
-        return (grads, {name: [torch.cat(ds) for ds in per_tap] for name, per_tap in deltas.items()},
-                [torch.cat(xs) for xs in inputs], pass_stats)
-
     try:
         for rows, size in zip(groups, sizes, strict=True):
             weight = size / total_size
-            grads, deltas, group_inputs, group_stats = group_gradient(rows)
+            grads, deltas, group_inputs, group_stats = passes.group_gradient(rows)
             for i, x in enumerate(group_inputs):
                 tap_inputs[i].append(x)
             for name, g in grads.items():

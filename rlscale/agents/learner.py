@@ -77,7 +77,7 @@ class Learner:
         self.batches = 0  # update() calls, the cadence of the metrics' measurement
         self.skipped_updates = 0
         self.skipped_in_a_row = 0
-        # --noise-settle: batches left before the noise meter takes samples again, counted from the last batch
+        # noise_settle: batches left before the noise meter takes samples again, counted from the last batch
         # that held more environments than the one before (the first batch too: a start, a resume or a branch
         # begins with new environments). Not checkpointed: a resumed run's environments are new.
         self.settling = 0
@@ -107,7 +107,7 @@ class Learner:
 
     def share_passes(self, kind: str, pass_obs: Callable[[], torch.Tensor], threads: int) -> str:
         """Run the passes that measure nothing as one team of ``threads`` torch threads or side by side
-        (--learner-passes; auto: timed on a pass of ``pass_obs()``, as the run's passes run); what was chosen."""
+        (learner_passes; auto: timed on a pass of ``pass_obs()``, as the run's passes run); what was chosen."""
         if self.compiled is not None:
             # Two threads running compiled code deadlocked when one of them compiled again (a new
             # pass shape): torch.compile is not thread-safe.
@@ -148,7 +148,7 @@ class Learner:
         return [rows[np.isin(rows % n_envs, cols)] for cols in env_groups(n_envs, self.cfg.noise.noise_groups)]
 
     def begin_batch(self, batch: Batch) -> bool:
-        """Whether this batch measures the noise scale: not while new environments settle (--noise-settle).
+        """Whether this batch measures the noise scale: not while new environments settle (noise_settle).
 
         Counted on the whole batch's environments (with data-parallel learners too, so that every
         learner decides alike and their all-reduces match)."""
@@ -212,7 +212,7 @@ class Learner:
         return metrics
 
     def measure_metrics_now(self) -> bool:
-        """Whether this batch measures B_P, B_noise and B_PH (every --curvature-every batches, one learner only)."""
+        """Whether this batch measures B_P, B_noise and B_PH (every curvature_every batches, one learner only)."""
         n = self.cfg.noise
         return (self.measuring and n.measure_curvature and self.batches % n.curvature_every == 0
                 and self.data_parallel is None and n.noise_groups >= 3)

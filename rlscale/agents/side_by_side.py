@@ -12,7 +12,7 @@ Which is faster is the CPU's and the load's business (docs/performance.md, "Lear
 by side"). On a 2-core AMD EPYC with bf16 units a default Pong PPO update (fp32, eager) took
 1.11-1.14x the team's time side by side in one benchmark and the run went 1.05x as fast in
 another (capped to AVX2); beside a busy process a pass side by side ran 1.45-1.49x as fast as
-the team's (quiet 0.98-1.05x). So the team stays the default (``--learner-passes team``); ``side-by-side`` forces the split and
+the team's (quiet 0.98-1.05x). So the team stays the default (``learner_passes team``); ``side-by-side`` forces the split and
 ``auto`` times both at start-up on the learner's own pass (``choose_pass_schedule``). Only passes
 that measure nothing go side by side: the noise scale's passes hook into layers
 (``gradients.py``'s taps), which concurrent passes would mix; and only eager ones: two threads
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-# --learner-passes auto keeps the team (the default) unless the workers side by side were at least
+# learner_passes auto keeps the team (the default) unless the workers side by side were at least
 # this much faster: on AVX-512 without a cap the probe read them at 0.98-1.05x the team's speed
 # (research/data/pass-schedule-probe-2026-11-29.txt), which is no reason to leave the default.
 SIDE_BY_SIDE_MIN_SPEEDUP = 1.1

@@ -124,7 +124,7 @@ class BatchController:
         elif self.observations_since_resize < self.cfg.cooldown:
             return Decision(n_envs, lr, target, "cooling down")
         if self.cfg.batch == "auto" and gain < self.cfg.min_gain:
-            return Decision(n_envs, lr, target, f"B* {target:,.0f} only {gain:.1%} faster (< --min-gain)")
+            return Decision(n_envs, lr, target, f"B* {target:,.0f} only {gain:.1%} faster (< min_gain)")
         return self._resize_toward(n_envs, noise_scale, current, target, lr, why)
 
     def critical_batch(self, noise_scale: float) -> float:

@@ -216,9 +216,9 @@ def recovered_samples(steps: Sequence[float], averages: Sequence[float], horizon
     Each sample moved the average by a known weight, 1 - exp(-n / horizon) for the n observations since
     the previous one, so ``sample = (A_t - d A_(t-1)) / (1 - d)`` on the uncorrected averages A, exactly.
     ``steps``: observations trained when each average was logged (the first sample's n counts from 0).
-    An average logged unchanged is a batch that took no sample and aged nothing (--noise-settle): NaN
+    An average logged unchanged is a batch that took no sample and aged nothing (noise_settle): NaN
     there, and the next sample's n counts from it. So it is exact for a quantity sampled every batch; one
-    sampled every k-th batch (the metrics' --curvature-every, the parts' --noise-parts-every) is aged by
+    sampled every k-th batch (the metrics' curvature_every, the parts' noise_parts_every) is aged by
     the batches between, which its log does not tell from settling ones. For reading a run's logged noise
     scale batch by batch (benchmarks/noise_samples.py)."""
     samples, previous, weight, last, logged = [], 0.0, 0.0, 0.0, None

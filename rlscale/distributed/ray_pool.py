@@ -213,6 +213,11 @@ def actor_cpu_share(node_cpus: list[float], n_actors: int) -> float:
     return 1.0 / n_actors  # no CPUs reported at all: let Ray queue them
 
 
+def ray_running() -> bool:
+    """Whether this process already runs Ray (a sweep's trial, a test's, a user's own)."""
+    return ray.is_initialized()
+
+
 def this_node() -> str:
     """The Ray node id of the calling process (inside an actor: where it was placed)."""
     return ray.get_runtime_context().get_node_id()
@@ -439,7 +444,7 @@ class RayPool(Pool):
         self.failures += 1
         if self.failures > self.cfg.run.max_actor_failures:
             raise ActorFailures(
-                f"{self.failures} rollout actor failures (limit --max-actor-failures "
+                f"{self.failures} rollout actor failures (limit max_actor_failures "
                 f"{self.cfg.run.max_actor_failures}); check the environment and memory"
             )
         print(f"rollout actor {w} died (its process or node was lost); replacing it on the nodes left "

@@ -1,6 +1,6 @@
 """The learner's network compiled by ``torch.compile`` (inductor), or eager where that fails.
 
-``--learner-compile auto`` (the default) compiles PPO's bf16 learner of a
+``learner_compile auto`` (the default) compiles PPO's bf16 learner of a
 convolutional network on a CPU. The compiled network runs the passes that
 measure nothing (with PPO's defaults 15 of every 16 minibatches: the noise
 scale is measured on the first one); the measuring passes stay eager, because

@@ -464,7 +464,7 @@ def rows_of(results: list[GoalResult]) -> list[dict[str, float | int | str | Non
             row[f"{signal} / B_crit 2.5%"], row[f"{signal} / B_crit 97.5%"] = low, high
         row["note"] = r.message
         rows.append(row)
-    # A metric no run measured (runs made with --no-measure-curvature) gets no columns.
+    # A metric no run measured (runs made with measure_curvature false) gets no columns.
     unmeasured = [key for m in tags.METRICS
                   for key in (SIGNAL_COLUMNS[m], f"{m} / B_crit", f"{m} / B_crit 2.5%", f"{m} / B_crit 97.5%")
                   if all(row[key] is None for row in rows)]

@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                    "on the same machine; default: the run itself)")
     p.add_argument("--overhead", type=float, help="a in seconds per update, for runs without a cost model")
     p.add_argument("--crit-ratio", type=float,
-                   help="read B_crit as B_simple / this (default: the run's --crit-ratio; rlscale.reports.pareto "
+                   help="read B_crit as B_simple / this (default: the run's crit_ratio; rlscale.reports.pareto "
                    "measures a task's ratio from fixed-batch sweeps)")
     p.add_argument("--reference-cores", type=int, default=os.cpu_count() or 1,
                    help="cores of the machine the run was measured on (default: this machine's)")

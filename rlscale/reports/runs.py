@@ -22,8 +22,8 @@ from rlscale.config import Config, ControlConfig, NoiseConfig, load_saved
 from rlscale.control.noise import equilibrium_grad_sq
 from rlscale.errors import UserError
 from rlscale.goals import GOAL_WINDOW, first_crossing, smoothed_returns, value_at
-from rlscale.reports.events import read_scalars
 from rlscale.training.checkpoint import CONFIG_FILE, SUMMARY_FILE
+from rlscale.training.events import read_scalars
 
 # Measurements per window when a run's noise scale is averaged over training (RunRecord.mean_noise_scale).
 WINDOW_SAMPLES = 16
@@ -312,7 +312,7 @@ def variant_of(run: RunRecord) -> str:
         pace += f" every {run.cfg.noise.curvature_every}"
     pace += f" band {c.hysteresis:g}" if c.hysteresis != ControlConfig().hysteresis else ""
     pace += f" clip {run.cfg.noise.noise_clip:g}" if run.cfg.noise.noise_clip else ""
-    # Runs from before --noise-settle read as settle 0: their averages took new environments' first batches.
+    # Runs from before noise_settle read as settle 0: their averages took new environments' first batches.
     pace += f" settle {run.cfg.noise.noise_settle}" if run.cfg.noise.noise_settle != NoiseConfig().noise_settle else ""
     return (f"{c.batch} from {optimizer_batch(run):g} "
             f"{lr}{rule}{ratio}{probe}{gain}{pace}{engine}")

@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     add_run_arguments(p, "a sweep directory (made with --auto), or run directories")
     p.add_argument("--out", type=Path, help="the PNG (default: study.png in the sweep directory)")
     p.add_argument("--crit-ratio", type=float, help="read B_crit as B_simple / this for the ceiling "
-                   "(default: each run's own --crit-ratio)")
+                   "(default: each run's own crit_ratio)")
     args = p.parse_args(argv)
     checked_crit_ratio(args.crit_ratio)
     runs = load_runs(args.paths)

@@ -18,7 +18,7 @@ woke to the scheduler's favour over the busy process). Which pool goes first in 
 Thue-Morse sequence (AB BA BA AB BA AB AB BA ...): a load that drifts weighs on both alike. With turns
 of one update (PPO's), the order also hands the learner's periodic measurements to both pools alike:
 plain alternation (AB BA AB BA) of single updates gave every 4th update, A2C's policy/value noise
-measurement (--noise-parts-every 4), to the same pool, and the probe read the serial pool level with the
+measurement (noise_parts_every 4), to the same pool, and the probe read the serial pool level with the
 actors where it ran 1.14-1.38x their speed (research/data/pool-probe-2026-11-30.txt); in blocks of
 several updates their lengths spread it. Turns are whole blocks to the end (a pool with enough timed
 updates keeps taking its turns), so no turn is a lone update after the other pool's block. The first turn is not counted

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlscale.config import Config, cli_flag, loads_saved
+from rlscale.config import Config, loads_saved
 from rlscale.errors import UserError
 from rlscale.training import checkpoint
 
@@ -78,7 +78,7 @@ def load_branch_point(cfg: Config) -> BranchPoint:
     differ = {name: (getattr(getattr(cfg, s), f), getattr(getattr(trunk, s), f)) for name, (s, f) in SHARED.items()}
     differ = {name: pair for name, pair in differ.items() if pair[0] != pair[1]}
     if differ:
-        theirs = " ".join(f"{cli_flag(name)} {pair[1]}" for name, pair in differ.items())
+        theirs = " ".join(f"{name} {pair[1]}" for name, pair in differ.items())
         raise UserError(f"--init-from {path} was trained with {theirs}; a branch must share them")
     window = saved.get("goal_window") or []
     return BranchPoint(path.resolve(), int(saved["trainer"]["agent_steps"]),

@@ -61,7 +61,7 @@ class Engine(Protocol):
     noise: NoiseMeter  # the noise-scale averages the controller reads
 
     def describe(self) -> str:
-        """Where the work runs, for the run's header line."""
+        """Where the work runs, for the run's header: one part per start-up choice, ' | ' between them."""
 
     @property
     def optimizer_steps(self) -> int:
@@ -100,21 +100,22 @@ def pool_is_timed(cfg: Config) -> bool:
         return False
     if r.backend != "native" or r.learners > 1 or r.envs_per_actor or r.overlap:
         return False
-    import ray  # Ray only where actors may be chosen
+    from rlscale.distributed.ray_pool import (  # Ray only where actors may be chosen
+        cluster_address,
+        ray_running,
+    )
 
-    from rlscale.distributed.ray_pool import cluster_address
-
-    return not cluster_address(r.address)[0] and not ray.is_initialized()
+    return not cluster_address(r.address)[0] and not ray_running()
 
 
 def passes_may_go_side_by_side(cfg: Config, model: torch.nn.Module, device: torch.device, threads: int) -> bool:
-    """Whether --learner-passes can split passes across threads: one CPU learner of 2 or more threads
+    """Whether learner_passes can split passes across threads: one CPU learner of 2 or more threads
     on a convolutional network (an MLP's or MinAtar's passes run on one thread)."""
     return cfg.run.learners == 1 and device.type == "cpu" and threads > 1 and has_convolutions(model)
 
 
 def compiles(cfg: Config, model: torch.nn.Module, device: torch.device, side_by_side: bool = False) -> bool:
-    """Whether the learner compiles its network (--learner-compile; a single learner in this process,
+    """Whether the learner compiles its network (learner_compile; a single learner in this process,
     its precision resolved); ``side_by_side``: its passes are asked to go side by side, which run eager."""
     if cfg.run.learners > 1 or cfg.run.learner_compile == "off":
         return False
@@ -196,7 +197,7 @@ class NativeEngine:
             torch.set_rng_state(state["torch_rng"])
         elif start_from is not None:  # a branch (--init-from): the trunk's network and optimizer state
             self.learner.start_from(start_from)
-        # --learner-passes: how a team of threads shares the passes that measure nothing (side_by_side.py).
+        # learner_passes: how a team of threads shares the passes that measure nothing (side_by_side.py).
         split = passes_may_go_side_by_side(cfg, model, device, threads)
         forced = split and cfg.run.learner_passes == "side-by-side"
         self.compile_note = self.learner.compile_network(pass_obs()) if compiles(cfg, model, device, forced) else ""
@@ -258,14 +259,14 @@ class NativeEngine:
 
     def describe(self) -> str:
         precision = self.precision.describe() if self.precision else self.cfg.run.learner_precision
-        learner = self.learner.describe() if self.cfg.run.learners > 1 else f"learner on {self.learner.device}"
+        learner = f"learner: {self.learner.describe() if self.cfg.run.learners > 1 else self.learner.device}"
         if self.cfg.run.learners == 1 and self.learner.device.type == "cpu":
             threads = torch.get_num_threads()
             learner += f" ({threads} thread{'s' if threads > 1 else ''}: {self.threads_why})"
         compiled = f", {self.compile_note}" if self.compile_note else ""
         passes = f", {self.passes_note}" if self.passes_note else ""
         pool = self.pool.describe() + (f", {self.pool_choice.describe()}" if self.pool_choice else "")
-        return (f"{pool}, actors {self.pool.describe_inference()} | "
+        return (f"environments: {pool}, actors {self.pool.describe_inference()} | "
                 f"{learner}, {precision}{compiled}{passes}")
 
     @property

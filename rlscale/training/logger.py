@@ -81,7 +81,7 @@ def custom_scalars_layout(signal: str) -> dict[str, dict[str, list]]:
 
     Custom scalars match tags by regular expression: each is anchored so it picks one tag.
     The controller's target is not on the noise chart: under ``--batch critical`` it is the
-    signal's noise scale (divided by ``--crit-ratio``, 1 by default), the same points, and one
+    signal's noise scale (divided by ``crit_ratio``, 1 by default), the same points, and one
     line would hide the other.
     """
     def lines(*names: str) -> list:

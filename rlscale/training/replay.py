@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlscale import tags
-from rlscale.config import Config, cli_flag, load_saved
+from rlscale.config import Config, load_saved, spelled
 from rlscale.control.schedule import Schedule
 from rlscale.errors import UserError
-from rlscale.reports.events import read_scalars
 from rlscale.training.checkpoint import CONFIG_FILE
+from rlscale.training.events import read_scalars
 
 
 def load_schedule(cfg: Config) -> Schedule:
@@ -25,7 +25,7 @@ def load_schedule(cfg: Config) -> Schedule:
     recorded = load_saved(source / CONFIG_FILE)
     if recorded.agent.anneal_lr:
         raise UserError(f"--replay-from {source}: that run annealed its learning rate, so its events do not "
-                        "record the rate its controller set; replay a run trained without --anneal-lr")
+                        "record the rate its controller set; replay a run trained without anneal_lr")
     # What the schedule's env counts and rates mean depends on these: the replaying run must share them.
     shared = {"algo": (cfg.agent.algo, recorded.agent.algo), "n_steps": (cfg.agent.n_steps, recorded.agent.n_steps),
               "n_envs": (cfg.env.n_envs, recorded.env.n_envs), "lr": (cfg.agent.lr, recorded.agent.lr),
@@ -34,7 +34,7 @@ def load_schedule(cfg: Config) -> Schedule:
         shared["n_minibatches"] = (cfg.agent.n_minibatches, recorded.agent.n_minibatches)
     differ = {name: pair for name, pair in shared.items() if pair[0] != pair[1]}
     if differ:
-        theirs = " ".join(f"{cli_flag(name)} {pair[1]}" for name, pair in differ.items())
+        theirs = " ".join(f"{spelled(name)} {pair[1]}" for name, pair in differ.items())
         raise UserError(f"--replay-from {source} started with {theirs}; give this run the same")
     scalars = read_scalars(source)
     if tags.N_ENVS not in scalars or tags.LR not in scalars:
@@ -47,7 +47,7 @@ def load_schedule(cfg: Config) -> Schedule:
     outside = sorted({n for n in schedule.n_envs if not c.min_envs <= n <= c.max_envs or n % cfg.env.vector_size})
     if outside:
         raise UserError(f"--replay-from {source} took {outside} environments, outside this run's "
-                        f"[--min-envs {c.min_envs}, --max-envs {c.max_envs}] or not multiples of --vector-size "
+                        f"[--min-envs {c.min_envs}, --max-envs {c.max_envs}] or not multiples of vector_size "
                         f"{cfg.env.vector_size}")
     return schedule
 

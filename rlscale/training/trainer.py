@@ -111,6 +111,15 @@ def control_note(cfg: Config) -> str:
     return " (why: docs/batch-control.md)" if cfg.control.batch in ("fixed", "auto") else ""
 
 
+def header(run: Run) -> str:
+    """The run's first lines: the task and budget, then one line per start-up choice (why: the docs named)."""
+    cfg = run.cfg
+    choices = [*run.engine.describe().split(" | "), f"batch control: {cfg.control.batch}{control_note(cfg)}"]
+    return "\n".join([f"{cfg.env.env_id} | {cfg.agent.algo} | {run.state.n_envs} envs x {cfg.agent.n_steps} steps | "
+                      f"budget {cfg.total_agent_steps:,} agent steps{stop_clause(cfg)}",
+                      *(f"  {choice}" for choice in choices)])
+
+
 def reference_step(cfg: Config, goal: float, now: float) -> float | None:
     """The agent step the preset's reference run reached ``goal`` at, if it has one still ahead."""
     steps = cfg.agent.reference_steps
@@ -374,10 +383,7 @@ def run(cfg: Config, run_dir: Path, resume: bool = False,
         training = build(cfg, run_dir, saved, schedule, branch)
         training.on_progress = on_progress
         s = training.state
-        print(f"{cfg.env.env_id} | {cfg.agent.algo} | {s.n_envs} envs x {cfg.agent.n_steps} steps "
-              f"| {training.engine.describe()} | batch control: {cfg.control.batch}"
-              f"{control_note(cfg)} "
-              f"| budget {cfg.total_agent_steps:,} agent steps{stop_clause(cfg)}", flush=True)
+        print(header(training), flush=True)
         train_loop(training)
         path = save_checkpoint(training)
         training.logger.progress(s.agent_steps, cfg.total_agent_steps, s.agent_steps / max(s.wall_seconds, 1e-9),
