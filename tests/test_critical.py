@@ -104,7 +104,8 @@ def test_pair_matches_the_fit_and_the_per_step_form(critical):
     assert pair == pytest.approx(critical, rel=1e-9)
     two = fit_critical_batch([Branch(b1, EXAMPLES, 1024, d1), Branch(b2, EXAMPLES, 256, d2)])
     assert two.critical_batch == pytest.approx(pair, rel=1e-4)
-    # DESIGN.md §2c's per-step form: r = p(b2)/p(b1), m = b2/b1, B_crit = m·b1(r − 1)/(m − r).
+    # Eq. 2.11 in its per-step form (docs/batch-control.md, "Measuring the critical batch"; the derivation in
+    # rlscale/control/critical.py): r = p(b2)/p(b1), m = b2/b1, B_crit = m·b1(r − 1)/(m − r).
     m = b2 / b1
     r = (d2 / (EXAMPLES / b2)) / (d1 / (EXAMPLES / b1))
     assert m * b1 * (r - 1.0) / (m - r) == pytest.approx(pair, rel=1e-9)

@@ -1,14 +1,19 @@
-"""The docs' links resolve, the project speaks of itself by dates and commits, and the
+"""The docs' links and their anchors resolve, the pages a person reads stay short in lines and in line
+length, the lab's README names every script, the project speaks of itself by dates and commits, and the
 package's import graph has no cycle (docs/ARCHITECTURE.md draws it as floors)."""
 from __future__ import annotations
 
 import ast
 import re
 import subprocess
+import unicodedata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+# The pages a person reads through: a line or a table cell longer than this is a paragraph in disguise.
+READ_PAGES = ("README.md", "docs/results.md", "docs/performance.md")
+LONGEST = 200
 
 
 def _markdown_files() -> list[Path]:
@@ -27,16 +32,98 @@ def test_every_relative_link_in_readme_and_docs_resolves():
     assert not broken, broken
 
 
+def _heading_anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, letters, digits, '_', '-' and spaces kept, spaces to '-'."""
+    kept = (c for c in heading.strip().lower()
+            if c in " -" or unicodedata.category(c)[0] in "LMN" or unicodedata.category(c) == "Pc")
+    return "".join(kept).replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    found: set[str] = set()
+    counts: dict[str, int] = {}
+    in_code = False
+    for line in page.read_text().splitlines():
+        if line.lstrip().startswith("```"):
+            in_code = not in_code
+        elif not in_code and (heading := re.match(r"#{1,6}\s+(.*)", line)):
+            anchor = _heading_anchor(heading.group(1))
+            found.add(f"{anchor}-{counts[anchor]}" if anchor in counts else anchor)
+            counts[anchor] = counts.get(anchor, 0) + 1
+    return found
+
+
+def test_every_link_into_a_section_finds_its_heading():
+    """A link to page.md#section breaks silently when the section moves (docs/performance.md's history did)."""
+    pages = [*_markdown_files(), *sorted((ROOT / "research").glob("*.md"))]
+    broken = []
+    for page in pages:
+        for target in LINK.findall(page.read_text()):
+            if re.match(r"[a-z]+:", target) or "#" not in target:
+                continue
+            path, anchor = target.split("#", 1)
+            linked = (page.parent / path).resolve() if path else page
+            if linked.suffix == ".md" and linked.exists() and anchor not in _anchors(linked):
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert not broken, broken
+
+
+def test_the_anchor_rule_reads_headings_as_github_does():
+    assert _heading_anchor("How fast is it against a hand-written loop, and against the machine's ceiling?") \
+        == "how-fast-is-it-against-a-hand-written-loop-and-against-the-machines-ceiling"
+    assert _heading_anchor("Measuring the critical batch: `rlscale measure`") \
+        == "measuring-the-critical-batch-rlscale-measure"
+
+
+def _too_long(text: str) -> list[str]:
+    """Prose lines and table cells over LONGEST characters; fenced code (a run's header, say) is exempt."""
+    found, in_code = [], False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            in_code = not in_code
+        elif in_code:
+            continue
+        elif line.lstrip().startswith("|"):
+            found += [f"{number}: cell {cell.strip()[:60]}" for cell in line.strip().strip("|").split("|")
+                      if len(cell.strip()) > LONGEST]
+        elif len(line) > LONGEST:
+            found.append(f"{number}: line {line[:60]}")
+    return found
+
+
+def test_the_pages_a_person_reads_have_no_paragraph_on_one_line():
+    """The line caps below hold a page to a length a person reads only if its lines stay lines."""
+    found = {page: _too_long((ROOT / page).read_text()) for page in READ_PAGES}
+    assert not any(found.values()), found
+
+
+def test_the_line_rule_catches_a_long_line_and_cell_but_not_code():
+    long = "x" * (LONGEST + 1)
+    assert _too_long(f"{long}\n| a | {long} |\n```\n{long}\n```\nshort") == [
+        f"1: line {long[:60]}", f"2: cell {long[:60]}"]
+    assert _too_long(f"```\n{long}\n```\n| a | b |\nshort") == []
+
+
 def test_readme_fits_on_a_front_page():
-    lines = (ROOT / "README.md").read_text().splitlines()
-    assert len(lines) <= 120
-    long_cells = [cell.strip()[:60] for line in lines if line.startswith("|")
-                  for cell in line.strip("|").split("|") if len(cell.strip()) > 200]
-    assert not long_cells, long_cells
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 120
 
 
 def test_results_hold_the_current_answers_only():
     assert len((ROOT / "docs" / "results.md").read_text().splitlines()) <= 300
+
+
+def test_performance_holds_the_current_choices_and_tables_only():
+    """The history lives in research/performance-history.md."""
+    assert len((ROOT / "docs" / "performance.md").read_text().splitlines()) <= 300
+
+
+def test_the_labs_readme_names_every_experiment_script():
+    readme = (ROOT / "research" / "README.md").read_text()
+    scripts = sorted(p.name for p in (ROOT / "research" / "experiments").iterdir()
+                     if p.is_file() and p.suffix in {".py", ".sh"})
+    assert len(scripts) > 20  # the walk found the scripts
+    missing = [name for name in scripts if f"`{name}`" not in readme]
+    assert not missing, missing
 
 
 def test_the_package_neither_imports_nor_cites_the_lab():
