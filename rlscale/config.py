@@ -115,7 +115,7 @@ class NoiseConfig:
     noise_parts_every: int = opt(4, "measure the policy and value noise scales every this many updates (0 = never)")
     # One is enough: the unmeasured minibatches' fresh rows count towards the next measurement, so the
     # average's horizon stays in observations, and what measuring costs Pong's default run falls from ~4 % to
-    # ~1 % (benchmarks/bench_ppo_options.py; docs/performance.md, 2026-11-26).
+    # ~1 % (benchmarks/bench_ppo_options.py; research/performance-history.md, 2026-11-26).
     noise_minibatches: int = opt(1, "PPO: how many of the first epoch's minibatches the noise scale is measured "
                                  "on, from the first (0 = all of them; the RLlib backend measures all)")
     measure_curvature: bool = opt(True, "measure the total loss's noise scale in the optimizer's metric (B_P) and "

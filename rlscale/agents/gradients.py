@@ -51,7 +51,7 @@ from rlscale.agents.side_by_side import SideBySide
 LossParts = tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]
 RowsLoss = Callable[[np.ndarray], LossParts]
 
-# Route policy, measured with benchmarks/bench_noise.py (docs/performance.md):
+# Route policy, measured with benchmarks/bench_noise.py (docs/noise-scale.md):
 # the Nature CNN's 3136x512 layer and larger get Gram-matrix norms; smaller layers are
 # cheaper the plain way.
 GRAM_MIN_WEIGHTS = 100_000

@@ -17,7 +17,7 @@ Two branches give B_crit in closed form from ρ = Δ(b1)/Δ(b2), b1 < b2:
 
 ρ → b2/b1 (per-example progress unchanged by the batch, Δ ∝ 1/B) means B_crit → 0;
 ρ → 1 (per-step progress unchanged, the same Δ for any batch) means B_crit → ∞.
-This is the per-step form of §2c, B_crit = m·b1(r − 1)/(m − r) with r = p(b2)/p(b1),
+This is the per-step form of the two-branch reading, B_crit = m·b1(r − 1)/(m − r) with r = p(b2)/p(b1),
 since at equal examples r = m/ρ.
 
 Three or more branches are fitted by least squares in Δ (``fit_critical_batch``);

@@ -34,7 +34,7 @@ quiet machine and a busy one, so the learner watches its own update times:
   than when the last look failed, the load has changed and it looks again
   at once (after twenty minutes beside two busy processes, the doubled wait
   kept the default Pong run at one thread, 0.65x its quiet speed, for
-  minutes after they ended: docs/performance.md, 2026-11-27).
+  minutes after they ended: research/performance-history.md, 2026-11-27).
 
 A reading (a window's or a trial's) spans at least ``min_reading_seconds`` of
 learner time: more than ``window`` or ``trial`` updates where updates are short.
