@@ -84,14 +84,17 @@ class Policy:
         return self.agent.cfg.env.env_id
 
     def make_env(self, **kwargs: Any) -> gym.Env:
-        """A gymnasium environment whose observations are the ones the policy was trained on
-        (Atari: ``rlscale.envs.vector.make_atari_env``'s 84x84 grey frames, the run's frame skip,
-        no-op starts and sticky actions, 4 stacked; the id's own episode cap)."""
-        from rlscale.envs.vector import make_atari_env, register_envs
+        """A gymnasium environment whose observations are the ones the policy was trained on.
+
+        Atari: ``rlscale.envs.vector.NativeAtariEnv``, one environment of the native vector env
+        training steps (ALE's 84x84 grey frames, 4 stacked, the run's frame skip, no-op starts,
+        sticky actions and episode cap, FIRE at each reset), rewards the raw game score;
+        ``render_mode="rgb_array"`` is its one keyword. Other ids: ``gym.make(env_id, **kwargs)``."""
+        from rlscale.envs.vector import NativeAtariEnv, register_envs
 
         cfg = self.agent.cfg.env
         if cfg.env_id.startswith("ALE/"):
-            return make_atari_env(cfg, episode_cap=False, **kwargs)
+            return NativeAtariEnv(cfg, **kwargs)
         register_envs(cfg.env_id)
         return gym.make(cfg.env_id, **kwargs)
 

@@ -20,7 +20,8 @@ try:
 except UserError as err:  # the extra is not installed: the group is skipped, not failed
     pytest.skip(f"RLlib extra not installed ({err})", allow_module_level=True)
 
-pytestmark = pytest.mark.rllib
+# slow: RLlib's PPO as the second engine (CI runs it: .ci/run).
+pytestmark = [pytest.mark.slow, pytest.mark.rllib]
 
 
 @pytest.mark.parametrize("version", ["2.59.0", "1.13.0", "3.0.0", "nightly"])
@@ -47,6 +48,29 @@ def sample_cartpole_episodes():
     rl_config = integration.ppo_config(cartpole_config()).env_runners(num_env_runners=0)
     runner = SingleAgentEnvRunner(config=rl_config)
     return rl_config, runner, runner.sample(num_timesteps=512, random_actions=False)
+
+
+def test_an_env_runner_samples_atari_through_the_native_env():
+    """RLlib vectorises the native env's one-env adapter (tests/test_written_once.py compares its frames): each
+    episode starts as native ones do (its first stack padded black), ends at the run's episode cap, and
+    reaches the learner scaled to [0, 1] with the stack last."""
+    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+    from ray.tune.registry import register_env
+
+    register_env("rlscale-env", integration.make_env)
+    cfg = build_config("pong", "ppo", {"n_envs": 4, "n_actors": 1, "backend": "rllib", "max_episode_frames": 200})
+    runner = SingleAgentEnvRunner(config=integration.ppo_config(cfg).env_runners(num_env_runners=0))
+    try:
+        episodes = runner.sample(num_timesteps=4 * 60, random_actions=True)  # 50 steps an episode at frame skip 4
+    finally:
+        runner.stop()
+    done = [episode for episode in episodes if episode.is_done]
+    assert len(done) == 4 and all(episode.is_truncated and len(episode) == 50 for episode in done)
+    assert len(episodes) == 8  # and the 4 episodes that follow them
+    for episode in episodes:
+        obs = episode.get_observations()
+        assert obs.dtype == np.float32 and obs.shape[1:] == (84, 84, 4) and 0 <= obs.min() <= obs.max() <= 1
+        assert not obs[0, ..., :3].any() and obs[0, ..., 3].any()
 
 
 def test_grouped_gradient_equals_stock_ppo_gradient_on_the_same_batch():
@@ -135,8 +159,8 @@ def test_closed_loop_rllib_run_writes_native_tags_and_changes_its_env_count(ray_
     # the controller must shrink the pool once it has an estimate.
     assert main(["cartpole", "--backend", "rllib", "--n-actors", "2",
                  "--n-envs", "8", "--n-steps", "128", "--total-frames", "6000",
-                 "--batch", "sqrt", "--r", "4", "--cooldown", "0", "--min-envs", "2",
-                 "--max-envs", "16", "--vector-size", "2", "--noise-groups", "2",
+                 "--batch", "sqrt", "--set", "r=4", "--set", "cooldown=0", "--min-envs", "2",
+                 "--max-envs", "16", "--set", "vector_size=2", "--set", "noise_groups=2",
                  "--run-dir", str(run_dir)]) == 0
     assert "resize 8 -> 4 envs (shrink" in capsys.readouterr().out
     events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
@@ -167,8 +191,8 @@ def test_auto_batch_control_on_the_rllib_engine_probes_and_identifies_its_cost_m
 
     run_dir = tmp_path / "rllib-auto"
     assert main(["cartpole", "--backend", "rllib", "--n-actors", "2",
-                 "--n-envs", "8", "--n-steps", "32", "--vector-size", "2", "--noise-groups", "2",
-                 "--batch", "auto", "--min-envs", "2", "--max-envs", "32", "--cooldown", "500",
+                 "--n-envs", "8", "--n-steps", "32", "--set", "vector_size=2", "--set", "noise_groups=2",
+                 "--batch", "auto", "--min-envs", "2", "--max-envs", "32", "--set", "cooldown=500",
                  "--total-frames", "15000", "--run-dir", str(run_dir)]) == 0
     assert "resize 8 -> 16 envs (grow: probe: timing a second batch size" in capsys.readouterr().out
     # Identified after the probe: the model's tags (whether B* then leaves the hysteresis

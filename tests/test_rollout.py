@@ -168,8 +168,8 @@ def test_a_rollout_in_flight_runs_with_the_weights_it_started_with(ray_instance)
 
 
 def test_the_serial_pool_keeps_the_same_policy_lag():
-    """--overlap --serial: no concurrency, but the batch still comes from the weights given at start."""
-    cfg = cartpole(n_envs=4, serial=True)
+    """--overlap --pool serial: no concurrency, but the batch still comes from the weights given at start."""
+    cfg = cartpole(n_envs=4, pool="serial")
     spec, weights = weights_for(cfg)
     pool = SerialPool(cfg, spec)
     try:
@@ -420,7 +420,7 @@ def test_256_environments_run_on_two_cores(ray_instance):
 
 @pytest.mark.parametrize("serial", [True, False])
 def test_same_seed_same_first_batch(serial, ray_instance):
-    cfg = cartpole(n_envs=4, vector_size=2, serial=serial)
+    cfg = cartpole(n_envs=4, vector_size=2, pool="serial" if serial else "actors")
     spec, weights = weights_for(cfg)
     batches = []
     for _ in range(2):
@@ -437,7 +437,7 @@ def test_same_seed_same_first_batch(serial, ray_instance):
 def test_a_restart_with_a_seed_steps_alike_whatever_ran_before(serial, ray_instance):
     """Pool.restart (the races of rlscale measure): new environments and action draws seeded
     by the seed alone, at any size; another seed steps otherwise."""
-    cfg = cartpole(n_envs=4, vector_size=2, serial=serial)
+    cfg = cartpole(n_envs=4, vector_size=2, pool="serial" if serial else "actors")
     spec, weights = weights_for(cfg)
     pool = SerialPool(cfg, spec) if serial else RayPool(cfg, spec)
     try:

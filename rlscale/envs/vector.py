@@ -6,8 +6,9 @@ max over the last two frames, 84x84 grayscale, a 4-frame stack. Every other
 registered gymnasium id uses gymnasium's synchronous vector env. Both run with
 same-step autoreset, so the observation after a terminal step is already the
 next episode's first one and the terminal observation arrives in ``final_obs``.
-``make_atari_env`` builds the one-env version of that preprocessing from
-gymnasium's wrappers (for RLlib's env runners and ``rlscale.load(...).make_env``).
+``NativeAtariEnv`` is one Atari environment of that native vector env as a
+gymnasium ``Env`` (for RLlib's env runners and ``rlscale.load(...).make_env``), so
+Atari preprocessing exists once, in ALE, for training, RLlib and the API alike.
 
 Reward clipping lives here and only here: the learner gets clipped rewards,
 episode returns are reported unclipped.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import gymnasium as gym
@@ -95,16 +96,16 @@ SEED_RANGE = 2**31  # a vector env's seeds lie below it, and its environments' (
 class VectorEnv:
     """One vector env: ``n`` environments with global ids, stepped together, with episode tracking."""
 
-    def __init__(self, cfg: EnvConfig, env_ids: list[int], seed: int, render: bool = False) -> None:
+    def __init__(self, cfg: EnvConfig, env_ids: list[int], seed: int | None, render: bool = False) -> None:
+        """``seed``: see ``reset``; ``None`` suits an env whose first reset seeds it (``NativeAtariEnv``):
+        ALE starts unseeded in milliseconds, seeded in about 0.2 s."""
         register_envs(cfg.env_id)  # a fresh actor process has not registered them yet
-        # A run's seed times 1,000,003 plus its first env id can pass 2**32, where MinAtar's (numpy's legacy)
-        # seeding stops; the environments seed themselves seed + i, so keep room below it.
-        seed = seed % SEED_RANGE
         self.env_ids = np.asarray(env_ids, dtype=np.int64)
         self.n = len(env_ids)
         self.clip = False
         # render=True makes frames() return what a person would watch (colour frames).
         self.twin = None
+        self.twin_info: dict[str, Any] = {}
         if render and cfg.warmup_max_steps:
             raise ValueError("rendering needs warmup_max_steps = 0 (the twin env replays actions only)")
         self.sent: np.ndarray | None = None  # the actions of a step sent and not yet received
@@ -118,7 +119,6 @@ class VectorEnv:
                 # tests) and yields the max-pooled colour frame the agent's input came from.
                 self.twin = _atari_vector(cfg, self.n, grayscale=False, img_height=210,
                                           img_width=160, stack_num=1)
-                self.twin_obs = self.twin.reset(seed=seed)[0]
             self.clip = cfg.reward_clip
         else:
             self.vec = gym.make_vec(
@@ -131,14 +131,30 @@ class VectorEnv:
                 f"{cfg.env_id} has a {type(self.vec.single_action_space).__name__} action space; "
                 "rlscale supports discrete actions"
             )
-        self.rng = np.random.default_rng(seed)
+        self.info: dict[str, Any] = {}  # the vector env's info of the last step (final_obs where one ended)
+        self.rng = np.random.default_rng(seed)  # the warm-up's draws (reset reseeds it with a seed)
+        self.reset(seed)
+        self.warmup_steps = self._random_warmup(cfg.warmup_max_steps)
+
+    def reset(self, seed: int | None) -> None:
+        """Start every environment's episode anew: from ``seed`` (its environments seed themselves seed + i,
+        the warm-up's draws and random actions seed, as at construction), or with ``None`` from where the
+        environments' own generators stand (the no-op starts they draw next)."""
+        if self.sent is not None or self.broken:
+            raise RuntimeError("reset while a step is in flight or after a lost one")
+        if seed is not None:
+            # A run's seed times 1,000,003 plus its first env id can pass 2**32, where MinAtar's (numpy's
+            # legacy) seeding stops; the environments seed themselves seed + i, so keep room below it.
+            seed = seed % SEED_RANGE
+            self.rng = np.random.default_rng(seed)
+            self.vec.action_space.seed(seed)
         self.obs, _ = self.vec.reset(seed=seed)
-        self.vec.action_space.seed(seed)
+        if self.twin is not None:  # seeded and stepped as the env, its generators stand where the env's do
+            self.twin_obs = self.twin.reset(seed=seed)[0]
         self.returns = np.zeros(self.n, dtype=np.float64)
         self.lengths = np.zeros(self.n, dtype=np.int64)
         # An episode that began during the random warm-up is not the policy's: not reported.
         self.reportable = np.ones(self.n, dtype=bool)
-        self.warmup_steps = self._random_warmup(cfg.warmup_max_steps)
 
     @property
     def spec(self) -> EnvSpec:
@@ -200,8 +216,9 @@ class VectorEnv:
         actions, self.sent, self.broken = self.sent, None, True
         obs, reward, terminated, truncated, info = self.vec.recv() if self.native else self.vec.step(actions)
         self.broken = False
+        self.info = info
         if self.twin is not None:
-            self.twin_obs = self.twin.step(actions)[0]
+            self.twin_obs, *_, self.twin_info = self.twin.step(actions)
         reward = np.asarray(reward, dtype=np.float64)
         self.returns += reward
         self.lengths += 1
@@ -256,36 +273,66 @@ def _atari_vector(cfg: EnvConfig, n: int, **image: int | bool):
     )
 
 
-def make_atari_env(cfg: EnvConfig, *, episode_cap: bool = True, scale: bool = False,
-                   channels_last: bool = False, **make_kwargs: Any) -> gym.Env:
-    """One Atari env with the native vector env's preprocessing, from gymnasium's wrappers.
+class NativeAtariEnv(gym.Env):
+    """One Atari environment as a gymnasium ``Env``, played by the native vector env training uses.
 
-    The config's frame skip (a max over the last two frames), no-op starts and sticky actions;
-    84x84 grey frames, 4 stacked (first axis), no life-loss resets; uint8 0-255. ``scale``: float32 in
-    [0, 1] instead; ``channels_last``: the stack on the last axis (RLlib's CNN wants HWC);
-    ``episode_cap=False`` leaves the id's registered cap (108,000 frames for v5) in place of the
-    config's ``max_episode_frames``. ``make_kwargs`` go to ``gym.make`` (say, ``render_mode``).
+    A ``VectorEnv`` of one environment underneath, stepped through the same code: ALE's C++
+    preprocessing with the config's frame skip (a max over the last two frames), no-op starts
+    (0 to noop_max - 1, drawn by ALE), FIRE at each reset, sticky actions, 84x84 grey frames, 4
+    stacked (first axis, uint8 0-255, a new episode's stack padded with black frames), no life-loss
+    resets, and the config's ``max_episode_frames`` cap (a truncation). No random warm-up. Rewards
+    are the raw game score (the native env clips only what goes to its learner).
 
-    With the same seed and actions it plays the native env's game frame for frame, but for the
-    starts: ALE's vector env presses FIRE at each reset (one emulator frame, in place of a no-op),
-    draws its no-op count (below noop_max; here 1 to noop_max) and its sticky repeats from
-    generators of its own, and pads a new episode's stack with black frames where this one
-    repeats the first (tests/test_written_once.py).
+    The native env begins the next episode in the step that ends one (same-step autoreset): that
+    step returns the ended episode's last observation, and the ``reset()`` without a seed after it
+    returns the next episode's first, the one the native env holds, so a game played here is
+    the native env's frame for frame. ``reset(seed=s)`` seeds it as ``VectorEnv(cfg, [0], s)``
+    does; the first ``reset()`` without a seed draws one. ``render_mode="rgb_array"``: ``render()``
+    returns the max-pooled colour frame (the native env's render twin).
     """
-    register_envs(cfg.env_id)  # in every process that makes one: RLlib's remote env runners too
-    if episode_cap:
-        make_kwargs["max_num_frames_per_episode"] = cfg.max_episode_frames
-    env = gym.make(cfg.env_id, frameskip=1, repeat_action_probability=cfg.sticky_actions, **make_kwargs)
-    env = gym.wrappers.AtariPreprocessing(env, noop_max=cfg.noop_max, frame_skip=cfg.frame_skip,
-                                          screen_size=ATARI_SCREEN, terminal_on_life_loss=False,
-                                          grayscale_obs=True, scale_obs=scale)
-    env = gym.wrappers.FrameStackObservation(env, ATARI_STACK)
-    if channels_last:
-        space = env.observation_space
-        space = gym.spaces.Box(np.moveaxis(space.low, 0, -1), np.moveaxis(space.high, 0, -1),
-                               dtype=space.dtype)
-        env = gym.wrappers.TransformObservation(env, lambda obs: np.moveaxis(obs, 0, -1), space)
-    return env
+
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, cfg: EnvConfig, render_mode: str | None = None) -> None:
+        if render_mode not in (None, "rgb_array"):
+            raise UserError(f"render_mode '{render_mode}': Atari envs render 'rgb_array' only")
+        if not cfg.env_id.startswith("ALE/"):
+            raise UserError(f"{cfg.env_id} is not an Atari id (ALE/<Game>-v5)")
+        self.render_mode = render_mode
+        self.native = VectorEnv(replace(cfg, warmup_max_steps=0, reward_clip=False), [0], seed=None,
+                                render=render_mode is not None)
+        self.observation_space = self.native.vec.single_observation_space
+        self.action_space = self.native.vec.single_action_space
+        self.seeded = False  # no reset has seeded it yet (the one in VectorEnv's constructor is not the user's)
+        self.ended = False  # the last step ended an episode: the native env holds the next one's start
+        self._frame: np.ndarray | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)  # np_random: where an unseeded first reset draws its seed
+        if seed is None and not self.seeded:
+            seed = int(self.np_random.integers(SEED_RANGE))
+        if seed is not None or not self.ended:
+            self.native.reset(seed)
+        self.seeded, self.ended = True, False
+        if self.render_mode is not None:
+            self._frame = self.native.frame(0)
+        return self.native.obs[0], {}
+
+    def step(self, action: int):
+        step = self.native.step(np.array([action], dtype=np.int64))
+        terminated, truncated = bool(step.terminated[0]), bool(step.truncated[0])
+        self.ended = terminated or truncated
+        obs = self.native.info["final_obs"][0] if self.ended else step.obs[0]
+        if self.render_mode is not None:
+            self._frame = self.native.twin_info["final_obs"][0][0] if self.ended else self.native.frame(0)
+        return obs, float(step.reward[0]), terminated, truncated, {}
+
+    def render(self) -> np.ndarray | None:
+        return self._frame
+
+    def close(self) -> None:
+        self.native.close()
+        super().close()
 
 
 def sample_observations(spec: EnvSpec, rows: int, seed: int = 0) -> np.ndarray:

@@ -42,7 +42,7 @@ from rlscale import tags
 from rlscale.config import Config, EnvConfig
 from rlscale.control.noise import NoiseMeter, NoiseSample, estimate
 from rlscale.distributed.ray_pool import init_ray, notices_path
-from rlscale.envs.vector import make_atari_env
+from rlscale.envs.vector import NativeAtariEnv
 from rlscale.errors import UserError
 from rlscale.rollout.worker import ResizeReport
 from rlscale.training.engine import UpdateResult
@@ -84,24 +84,36 @@ ATARI_KEYS = ("env_id", "frame_skip", "noop_max", "sticky_actions", "max_episode
 def make_env(env_config: dict[str, Any]):
     """One gymnasium env with the native engine's preprocessing (RLlib vectorises it).
 
-    Atari: ``rlscale.envs.vector.make_atari_env``'s (no-op resets, frame skip with a max
-    over the last two frames, 84x84 grayscale, 4 frames stacked, no life-loss resets,
-    sticky actions as configured), scaled to [0, 1] and stacked on the last axis (RLlib's
-    CNN wants HWC). Rewards are clipped to their sign for the learner while
-    RecordEpisodeStatistics, which wraps the env before the clip, reports the raw game score.
+    Atari: ``rlscale.envs.vector.NativeAtariEnv``, one environment of the native vector env (ALE's
+    no-op starts, FIRE at each reset, frame skip with a max over the last two frames, 84x84
+    grayscale, 4 frames stacked with black padding at an episode's start, no life-loss resets,
+    sticky actions and the episode cap as configured), its frames scaled to [0, 1] and stacked on
+    the last axis (RLlib's CNN wants HWC; ``scaled_channels_last``). Rewards are clipped to their
+    sign for the learner while RecordEpisodeStatistics, which wraps the env before the clip,
+    reports the raw game score.
     """
     import gymnasium as gym
 
     env_id = env_config["env_id"]
     if env_id.startswith("ALE/"):
-        env = make_atari_env(EnvConfig(**{key: env_config[key] for key in ATARI_KEYS}),
-                             scale=True, channels_last=True)
+        env = scaled_channels_last(NativeAtariEnv(EnvConfig(**{key: env_config[key] for key in ATARI_KEYS})))
     else:
         env = gym.make(env_id)
     env = gym.wrappers.RecordEpisodeStatistics(env)
     if env_config["reward_clip"]:
         env = gym.wrappers.TransformReward(env, np.sign)
     return env
+
+
+def scaled_channels_last(env):
+    """The env's uint8 frame stacks (stack first) as RLlib's CNN takes them: float32 in [0, 1], stack last."""
+    import gymnasium as gym
+
+    space = env.observation_space
+    shape = (*space.shape[1:], space.shape[0])
+    return gym.wrappers.TransformObservation(
+        env, lambda obs: np.moveaxis(obs, 0, -1).astype(np.float32) / 255.0,
+        gym.spaces.Box(0.0, 1.0, shape, np.float32))
 
 
 def _env_config(cfg: Config) -> dict[str, Any]:
@@ -276,7 +288,7 @@ def check_supported(cfg: Config) -> None:
     if cfg.agent.algo != "ppo":
         raise UserError("--backend rllib runs PPO only: add --agent ppo (or leave --agent out)")
     if cfg.run.in_this_process:
-        raise UserError("--backend rllib has no serial pool; leave --serial and --pool serial out")
+        raise UserError("--backend rllib has no serial pool; leave --pool serial out")
     if cfg.env.n_envs % cfg.run.n_actors:
         raise UserError(f"--backend rllib splits --n-envs evenly over --n-actors env runners: "
                         f"{cfg.env.n_envs} is not a multiple of {cfg.run.n_actors}")
