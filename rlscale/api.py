@@ -23,7 +23,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlscale.config import FIELDS, cli_flag
+from rlscale.config import FIELDS, FLAGS, SET_FLAG, cli_flag, toml_value
 from rlscale.errors import UserError
 
 
@@ -57,8 +57,11 @@ def settings_argv(env: str | None, settings: dict[str, Any]) -> list[str]:
             argv += [f"--{key}", str(value)]
             continue
         if key not in FIELDS:
-            raise UserError(f"unknown setting '{key}': use a `rlscale train` flag's name with underscores "
-                            "(e.g. total_frames, n_envs, batch); rlscale train --help-all lists them")
+            raise UserError(f"unknown setting '{key}': use a setting's name (a flag's with underscores: "
+                            "total_frames, n_envs, batch, ...); rlscale train --help-all lists them")
+        if key not in FLAGS:  # a setting without a flag: --set NAME=VALUE, the value in TOML
+            argv += [SET_FLAG, f"{key}={toml_value(value)}"]
+            continue
         flag = cli_flag(key)
         if isinstance(value, bool):
             argv.append(flag if value else "--no-" + flag.removeprefix("--"))

@@ -93,7 +93,7 @@ def race_config(start: Start, seed: int) -> Config:
     """A race's engine: the run's settings in one process (serial environments, one learner thread on the
     CPU), the precision the run chose, and no noise measurement (the reading does not use it)."""
     cfg = start.cfg
-    run = replace(cfg.run, serial=True, pool="serial", learner_threads=1, learner_passes="team",
+    run = replace(cfg.run, pool="serial", learner_threads=1, learner_passes="team",
                   learner_device="cpu", seed=seed, run_dir="")
     return replace(cfg, run=run, noise=replace(cfg.noise, measure_noise=False, measure_curvature=False))
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Three kinds of test module, by what they share with the others (pytest-xdist runs whole modules on
 # its workers, ``-n 2`` in pyproject.toml; ``-n 0`` runs everything in this process):
-# * Ray-free: math, configs, reports, commands run serially (``--serial``) or on bad input; beside
+# * Ray-free: math, configs, reports, commands run serially (``--pool serial``) or on bad input; beside
 #   anything. An allow-list, so a new module is a Ray module until it is added here.
 # * machine: they need the machine's Ray to themselves or time the machine: the autoscaling test's
 #   ``ray stop --force`` stops every Ray on the machine, the cluster tests start "the" cluster of this
