@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -127,11 +128,15 @@ def _env_config(cfg: Config) -> dict[str, Any]:
 
 @functools.cache  # one set of classes per process, so isinstance checks and pickling agree
 def rllib_classes() -> dict[str, type]:
+    """The classes rlscale adds to RLlib, defined once RLlib is imported (RLlib is an optional extra)."""
     check_rllib_version()
-    from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+    return {**_episode_classes(), "NoiseScalePPOLearner": _ppo_learner_class()}
+
+
+def _episode_classes() -> dict[str, type]:
+    """The callback that tags each episode with its environment, and the connector that makes it a column."""
     from ray.rllib.callbacks.callbacks import RLlibCallback
     from ray.rllib.connectors.connector_v2 import ConnectorV2
-    from ray.rllib.core.columns import Columns
 
     class EnvTagCallback(RLlibCallback):
         """Tags each episode with its environment; reports raw episode returns."""
@@ -157,6 +162,13 @@ def rllib_classes() -> dict[str, type]:
                                        items_to_add=np.full(len(sa_episode), env, dtype=np.int64),
                                        num_items=len(sa_episode), single_agent_episode=sa_episode)
             return batch
+
+    return {"EnvTagCallback": EnvTagCallback, "AddEnvIdColumn": AddEnvIdColumn}
+
+
+def _ppo_learner_class() -> type:
+    """NoiseScalePPOLearner: RLlib's PPO learner measuring the noise scale on its first epoch's minibatches."""
+    from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 
     class NoiseScalePPOLearner(PPOTorchLearner):
         """PPO whose first-epoch minibatch gradients are measured per group of environments."""
@@ -230,45 +242,52 @@ def rllib_classes() -> dict[str, type]:
             return [torch.nonzero(group_of == g).squeeze(1) for g in range(k)]
 
         def _grouped_update(self, batch: dict, groups: list):
-            import torch
-            import tree
+            return grouped_update(self, batch, groups, lambda b: super(NoiseScalePPOLearner, self)._uncompiled_update(b))
 
-            (module_id, sub), = batch.items()
-            mask = sub.get(Columns.LOSS_MASK)
-            # Each PPO loss term is a mean over the group's valid rows (the mask hides the
-            # bootstrap step RLlib appends to each episode); a group without any adds nothing.
-            sizes = [float(mask[rows].sum()) if mask is not None else float(len(rows)) for rows in groups]
-            groups = [rows for rows, size in zip(groups, sizes, strict=True) if size > 0]
-            sizes = [size for size in sizes if size > 0]
-            if len(groups) < 2:
-                return super()._uncompiled_update(batch)
-            self._compute_off_policyness(batch)
-            grads: list[dict] = []
-            losses: list[torch.Tensor] = []
-            fwd_out = None
-            for rows in groups:
-                part = {module_id: tree.map_structure(lambda v, r=rows: v[r], dict(sub))}
-                fwd_out = self.module.forward_train(part)
-                loss_per_module = self.compute_losses(fwd_out=fwd_out, batch=part)
-                grads.append({pid: g.detach().clone() for pid, g in
-                              self.compute_gradients(loss_per_module).items() if g is not None})
-                losses.append(loss_per_module[module_id].detach())
-            total = sum(sizes)
-            weights = [s / total for s in sizes]
-            mean_grad = {pid: sum(w * g[pid] for w, g in zip(weights, grads, strict=True))
-                         for pid in grads[0]}
-            sample = estimate(
-                [float(sum((g[pid].double() ** 2).sum() for pid in g)) for g in grads], sizes,
-                float(sum((v.double() ** 2).sum() for v in mean_grad.values())))
-            for part, key in NOISE_KEYS.items():
-                self.metrics.log_value(key, float(getattr(sample, part)), reduce="item_series")
-            postprocessed = self.postprocess_gradients(mean_grad)
-            self.apply_gradients(postprocessed)
-            loss = sum(w * loss for w, loss in zip(weights, losses, strict=True))
-            return fwd_out, {module_id: loss}, {}
+    return NoiseScalePPOLearner
 
-    return {"EnvTagCallback": EnvTagCallback, "AddEnvIdColumn": AddEnvIdColumn,
-            "NoiseScalePPOLearner": NoiseScalePPOLearner}
+
+def grouped_update(learner: Any, batch: dict, groups: list, stock_update: Callable[[dict], Any]) -> Any:
+    """NoiseScalePPOLearner's measured update: one forward/backward per env group, the size-weighted mean of
+    the groups' gradients applied (the stock minibatch gradient), and the noise sample logged; the stock
+    update (``stock_update``) where fewer than two groups hold rows."""
+    import torch
+    import tree
+    from ray.rllib.core.columns import Columns
+
+    (module_id, sub), = batch.items()
+    mask = sub.get(Columns.LOSS_MASK)
+    # Each PPO loss term is a mean over the group's valid rows (the mask hides the
+    # bootstrap step RLlib appends to each episode); a group without any adds nothing.
+    sizes = [float(mask[rows].sum()) if mask is not None else float(len(rows)) for rows in groups]
+    groups = [rows for rows, size in zip(groups, sizes, strict=True) if size > 0]
+    sizes = [size for size in sizes if size > 0]
+    if len(groups) < 2:
+        return stock_update(batch)
+    learner._compute_off_policyness(batch)
+    grads: list[dict] = []
+    losses: list[torch.Tensor] = []
+    fwd_out = None
+    for rows in groups:
+        part = {module_id: tree.map_structure(lambda v, r=rows: v[r], dict(sub))}
+        fwd_out = learner.module.forward_train(part)
+        loss_per_module = learner.compute_losses(fwd_out=fwd_out, batch=part)
+        grads.append({pid: g.detach().clone() for pid, g in
+                      learner.compute_gradients(loss_per_module).items() if g is not None})
+        losses.append(loss_per_module[module_id].detach())
+    total = sum(sizes)
+    weights = [s / total for s in sizes]
+    mean_grad = {pid: sum(w * g[pid] for w, g in zip(weights, grads, strict=True))
+                 for pid in grads[0]}
+    sample = estimate(
+        [float(sum((g[pid].double() ** 2).sum() for pid in g)) for g in grads], sizes,
+        float(sum((v.double() ** 2).sum() for v in mean_grad.values())))
+    for part, key in NOISE_KEYS.items():
+        learner.metrics.log_value(key, float(getattr(sample, part)), reduce="item_series")
+    postprocessed = learner.postprocess_gradients(mean_grad)
+    learner.apply_gradients(postprocessed)
+    loss = sum(w * loss for w, loss in zip(weights, losses, strict=True))
+    return fwd_out, {module_id: loss}, {}
 
 
 def _rows(sub) -> int:
