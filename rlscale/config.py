@@ -377,7 +377,8 @@ class Config:
                     f"{spelled(name)} ({value}) must be a multiple of vector_size ({e.vector_size})"
                 )
         if (c.batch == "replay") != bool(c.replay_from):
-            raise UserError("--batch replay and --replay-from RUN_DIR go together: give both or neither")
+            raise UserError("batch replay and replay_from RUN_DIR go together: give both or neither "
+                            "(--set batch=replay --set replay_from=RUN_DIR)")
         if c.batch != "fixed" and not c.min_envs <= e.n_envs <= c.max_envs:
             raise UserError(
                 f"--n-envs ({e.n_envs}) lies outside [--min-envs {c.min_envs}, --max-envs {c.max_envs}]"
@@ -448,12 +449,14 @@ FLAGS = (
     "n_envs", "total_frames", "goals",  # the task
     "lr", "n_steps", "n_epochs", "n_minibatches", "gamma", "ent_coef", "optimizer",  # the agent
     "measure_noise", "noise_horizon",  # the noise scale
-    "batch", "signal", "min_envs", "max_envs", "lr_rule", "replay_from",  # the batch control
+    "batch", "signal", "min_envs", "max_envs", "lr_rule",  # the batch control
     "seed", "run_dir", "stop_return", "init_from", "log_interval", "checkpoint_every", "keep_checkpoints",  # the run
     "backend", "pool", "address", "n_actors", "envs_per_actor", "overlap", "learners",  # where it runs
     "learner_threads", "learner_device", "learner_precision", "actor_precision",
 )
 SET_FLAG = "--set"
+# The batch controls a user chooses from (--batch); `sqrt` and `replay` are the studies' (--set batch=...).
+USER_BATCH_MODES = ("fixed", "auto", "critical")
 
 
 def spelled(name: str) -> str:
@@ -681,8 +684,9 @@ def add_config_flags(parser: argparse.ArgumentParser, values: Config | None = No
                                    help=helptext)
             else:
                 caster = {"int": int, "float": float, "str": str}[kind]
+                choices = USER_BATCH_MODES if f.name == "batch" else f.metadata.get("choices")
                 group.add_argument(name, dest=f.name, type=caster, default=None,
-                                   choices=f.metadata.get("choices"), metavar=kind.upper(),
+                                   choices=choices, metavar=kind.upper(),
                                    help=helptext)
 
 
@@ -712,9 +716,13 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def check_no_retired_flags(argv: list[str]) -> None:
     """A setting without a flag, given as one: say how to set it (argparse would only say 'unrecognized')."""
-    for token in argv:
+    for i, token in enumerate(argv):
         if token == "--serial":  # the other spelling, retired 2026-12-04
             raise UserError("--serial is spelled --pool serial")
+        mode = token.removeprefix("--batch=") if token.startswith("--batch=") else (
+            argv[i + 1] if token == "--batch" and i + 1 < len(argv) else "")
+        if mode not in ("", *USER_BATCH_MODES) and mode in FIELDS["batch"][1].metadata["choices"]:
+            raise UserError(f"--batch {mode} is a study tool: give {SET_FLAG} batch={mode}")
         name = token.removeprefix("--").removeprefix("no-").split("=")[0].replace("-", "_")
         if token.startswith("--") and name in FIELDS and name not in FLAGS:
             value = "false" if token.startswith("--no-") else "VALUE"

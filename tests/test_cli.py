@@ -50,10 +50,12 @@ def assert_one_line_error(result, *fragments: str) -> None:
     (["cartpole", "--signal", "hessian", "--learners", "2"], ["data-parallel learners measure B_simple only"]),
     (["cartpole", "--set", "curvature_every=0"], ["curvature_every must be positive"]),
     (["cartpole", "--signal", "bsimple"], ["--signal", "invalid choice"]),
-    (["cartpole", "--batch", "replay"], ["--batch replay and --replay-from RUN_DIR go together"]),
-    (["cartpole", "--replay-from", "runs/x"], ["--batch replay and --replay-from RUN_DIR go together"]),
-    (["cartpole", "--batch", "replay", "--replay-from", "/nonexistent"],
-     ["--replay-from /nonexistent: no config.toml there"]),
+    (["cartpole", "--set", "batch=replay"], ["batch replay and replay_from RUN_DIR go together"]),
+    (["cartpole", "--set", "replay_from=runs/x"], ["batch replay and replay_from RUN_DIR go together"]),
+    (["cartpole", "--set", "batch=replay", "--set", "replay_from=/nonexistent"],
+     ["replay_from /nonexistent: no config.toml there"]),
+    (["cartpole", "--batch", "sqrt"], ["--batch sqrt is a study tool: give --set batch=sqrt"]),
+    (["cartpole", "--batch=replay"], ["--batch replay is a study tool: give --set batch=replay"]),
 ])
 def test_bad_input(args, fragments, tmp_path):
     # The train command's main() with its arguments, in this process; the tests below run it as

@@ -159,7 +159,7 @@ def test_closed_loop_rllib_run_writes_native_tags_and_changes_its_env_count(ray_
     # the controller must shrink the pool once it has an estimate.
     assert main(["cartpole", "--backend", "rllib", "--n-actors", "2",
                  "--n-envs", "8", "--n-steps", "128", "--total-frames", "6000",
-                 "--batch", "sqrt", "--set", "r=4", "--set", "cooldown=0", "--min-envs", "2",
+                 "--set", "batch=sqrt", "--set", "r=4", "--set", "cooldown=0", "--min-envs", "2",
                  "--max-envs", "16", "--set", "vector_size=2", "--set", "noise_groups=2",
                  "--run-dir", str(run_dir)]) == 0
     assert "resize 8 -> 4 envs (shrink" in capsys.readouterr().out

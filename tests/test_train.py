@@ -415,7 +415,7 @@ def test_replay_follows_a_recorded_auto_run_open_loop(tmp_path, capsys):
               "--max-envs", "64", "--total-frames", "12000", "--lr-rule", "power"]
     assert main([*common, "--batch", "auto", "--set", "cooldown=1000", "--run-dir", str(recorded)]) == 0
     capsys.readouterr()
-    assert main([*common, "--batch", "replay", "--replay-from", str(recorded), "--seed", "1",
+    assert main([*common, "--set", "batch=replay", "--set", f"replay_from={recorded}", "--seed", "1",
                  "--run-dir", str(replay)]) == 0
     out = capsys.readouterr().out
     assert f"replaying {recorded}: " in out and "resize 8 -> 16 envs (grow: replay: the recorded run took 16" in out
@@ -441,6 +441,6 @@ def test_replay_follows_a_recorded_auto_run_open_loop(tmp_path, capsys):
             assert r_lrs[i + 1] == pytest.approx(recorded_at(step)[1], rel=1e-6), step
     assert "noise/b_simple_total" in scalars(replay).Tags()["scalars"]  # measured, not followed
     # A replay must start where the recorded run started.
-    assert main([*common, "--n-envs", "16", "--batch", "replay", "--replay-from", str(recorded),
+    assert main([*common, "--n-envs", "16", "--set", "batch=replay", "--set", f"replay_from={recorded}",
                  "--run-dir", str(tmp_path / "other")]) == 2
     assert "started with --n-envs 8; give this run the same" in capsys.readouterr().err

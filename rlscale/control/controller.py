@@ -85,7 +85,7 @@ class BatchController:
     # Breakout oscillating resizes ratcheted lr 2.24e-2 -> 5.85e-2 until the policy collapsed
     # (docs/results.md, 2026-11-26).
     reference: tuple[float, float] | None = None
-    schedule: Schedule | None = None  # --batch replay: the recorded run's path
+    schedule: Schedule | None = None  # batch replay: the recorded run's path
     agent_steps: float = 0.0  # trained so far: where the replayed schedule stands
 
     def step(self, n_envs: int, noise_scale: float | None, observations: float, lr: float) -> Decision:
@@ -165,7 +165,7 @@ class BatchController:
 
     def _replay(self, n_envs: int, lr: float) -> Decision:
         if self.schedule is None:
-            raise ValueError("--batch replay needs the recorded schedule")
+            raise ValueError("batch replay needs the recorded schedule")
         planned = self.schedule.at(self.agent_steps)
         if planned is None or planned == (n_envs, lr):
             return Decision(n_envs, lr, None, "replay: as recorded")

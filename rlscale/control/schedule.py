@@ -1,4 +1,4 @@
-"""A recorded batch and learning-rate schedule, replayed open-loop (``--batch replay``): pure, no I/O.
+"""A recorded batch and learning-rate schedule, replayed open-loop (``batch replay``): pure, no I/O.
 
 The studies' rule 4 (docs/studies.md): next to an adaptive run, replay its own
 batch and learning-rate path, as a function of agent steps, in a run that

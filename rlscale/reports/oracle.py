@@ -9,7 +9,7 @@ stage's cheapest cell. Against the best fixed cell (the cheapest single cell for
 bounds what any controller could gain, under one approximation that this report cannot check
 itself: a stage's cost at a cell does not depend on the cells that brought the run to the stage's
 start (the learner arrives at goal k-1 in about the same state whatever batch got it there). A run
-that follows the schedule (``--batch replay`` of it) checks that.
+that follows the schedule (``batch replay`` of it) checks that.
 
 Three costs, each its own oracle:
 
