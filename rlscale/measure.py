@@ -22,7 +22,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from rlscale.config import Config
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.training import checkpoint
 from rlscale.training.branch import checkpoint_file, read_trunk
-from rlscale.training.races import BranchRun, race_seed, read_reach, train_branch
+from rlscale.training.races import BranchRun, pooled_races, race_seed, read_reach, train_branch
 
 FORMAT = 1
 DEFAULT_BATCHES = (0.5, 1.0, 2.0, 4.0)
@@ -126,8 +126,6 @@ def describe_race(branch: BranchRun, goal: float) -> str:
 
 def reading_record(done: list[BranchRun]) -> tuple[dict[str, Any] | None, str]:
     """The reading as JSON and as one line; None (and why) where fewer than two batches met the goal."""
-    from rlscale.training.races import pooled_races
-
     pooled = pooled_races(done)
     if len(pooled) < 2:
         return None, (f"{len(pooled)} batch{'es' if len(pooled) != 1 else ''} met the goal in every race, too few "
@@ -188,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
                 "races": args.races, "cap_updates": args.cap_updates, "seed": args.seed}
     done = load_done(out, settings)
     cfg = race_config(start, args.seed)
-    todo = [b for b in branches if (b.n_envs, b.run) not in {(d.n_envs, d.run) for d in done}]
+    finished_races = {(d.n_envs, d.run) for d in done}
+    todo = [b for b in branches if (b.n_envs, b.run) not in finished_races]
     at_once = args.at_once or (os.cpu_count() or 1)
     at_once = 1 if len(todo) <= 1 else min(at_once, len(todo))
     score = "no episodes yet" if start.mean_return is None else f"mean return {start.mean_return:.1f}"
@@ -221,10 +220,11 @@ def run_races(cfg: Config, start: Start, todo: list[BranchRun], args: Any, goal:
               finished: Any) -> None:
     """Each race, one after the other here or ``at_once`` side by side as Ray tasks; ``finished`` as each ends."""
     cap_steps = args.cap_updates * start.n_envs * cfg.agent.n_steps
-    calls = [(cfg, start.learner, b, cap_steps, goal, race_seed(args.seed, b.run)) for b in todo]
+    shared = (cfg, start.learner)
+    calls = [(b, cap_steps, goal, race_seed(args.seed, b.run)) for b in todo]
     if at_once <= 1 and not args.address:
         for call in calls:
-            finished(race(*call))
+            finished(race(*shared, *call))
         return
     from rlscale.distributed.ray_branches import RemoteRaces
 
@@ -240,7 +240,7 @@ def run_races(cfg: Config, start: Start, todo: list[BranchRun], args: Any, goal:
         finished(result)
 
     try:
-        races.run(race, calls, done)
+        races.run(race, shared, calls, done)
     finally:
         races.close()
 
@@ -260,7 +260,7 @@ def load_done(out: Path, settings: dict[str, Any]) -> list[BranchRun]:
 
 def write(out: Path, settings: dict[str, Any], done: list[BranchRun], reading: dict[str, Any] | None) -> None:
     checkpoint.write_json(out, {"format": FORMAT, "settings": settings, "reading": reading,
-                                "races": [b.to_dict() for b in done]})
+                                "races": [asdict(b) for b in done]})
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ def on_this_node(race: Callable[..., Any], *args: Any) -> tuple[Any, str]:
 
 
 class RemoteRaces:
-    """Runs ``race(*args)`` for each argument tuple as Ray tasks, at most ``at_once`` at a time.
+    """Runs ``race(*shared, *call)`` for each call's arguments as Ray tasks, at most ``at_once`` at a time.
 
     Each task asks Ray for one CPU: a race keeps a core busy (serial environments, a one-thread
     learner), and SPREAD puts the tasks on different nodes. Ray is started here (and stopped by
@@ -40,18 +40,19 @@ class RemoteRaces:
         cpus = sum(n["Resources"].get("CPU", 0.0) for n in nodes)
         return f"{self.at_once} races at once (Ray tasks on {len(nodes)} node{'s' if len(nodes) > 1 else ''}, {cpus:g} CPUs)"
 
-    def run(self, race: Callable[..., Any], calls: list[tuple[Any, ...]],
+    def run(self, race: Callable[..., Any], shared: tuple[Any, ...], calls: list[tuple[Any, ...]],
             done: Callable[[int, Any, str], None]) -> None:
-        """Each call's ``race(*call)``; ``done(i, result or error, node)`` as each finishes, in the order
-        they finish. An interrupt cancels the races still running and is raised."""
-        shared = ray.put(race)
+        """Each call's ``race(*shared, *call)``; ``done(i, result or error, node)`` as each finishes, in the
+        order they finish. ``shared`` (a checkpoint's state, say) goes to Ray's object store once, not once a
+        call. An interrupt cancels the races still running and is raised."""
+        common = [ray.put(race), *(ray.put(value) for value in shared)]
         queue = list(enumerate(calls))
         pending: dict[ray.ObjectRef, int] = {}
         try:
             while queue or pending:
                 while queue and len(pending) < self.at_once:
                     i, call = queue.pop(0)
-                    pending[self.task.remote(shared, *call)] = i
+                    pending[self.task.remote(*common, *call)] = i
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 i = pending.pop(ready[0])
                 try:

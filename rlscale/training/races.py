@@ -45,9 +45,6 @@ class BranchRun:
     at_once: bool = False  # ... with its first GOAL_WINDOW episodes: the wait for them, not learning
     node: str = ""  # the Ray node it ran on, where races run side by side
 
-    def to_dict(self) -> dict[str, Any]:
-        return {f: getattr(self, f) for f in self.__dataclass_fields__}
-
 
 def race_seed(seed: int, run: int) -> int:
     """The environment and action seed of a batch's ``run``-th race: the same for every batch (common
