@@ -50,6 +50,7 @@ from benchtiming import cpu_kind
 
 from rlscale import tags
 from rlscale.cli import Parser, interrupts_raise, writable_dir
+from rlscale.config import FLAGS, SET_FLAG, cli_flag
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.goals import smoothed_returns
 from rlscale.reports.regression import compare, detection_power, verdict_line
@@ -118,8 +119,6 @@ class Checkout:
         if not (root / "rlscale" / "train.py").is_file():
             raise UserError(f"--checkout {root}: no rlscale/train.py there; give a checkout of this repository")
         if root == REPO:  # this checkout's flags are this process's: no trainer to start to read them
-            from rlscale.config import FLAGS, SET_FLAG, cli_flag
-
             return cls(root, commit_of(root), frozenset([SET_FLAG, *(cli_flag(name) for name in FLAGS)]))
         env = {**os.environ, "PYTHONPATH": str(root)}
         text = ""
@@ -137,9 +136,9 @@ class Checkout:
     def setting(self, name: str, value: str) -> list[str]:
         """A setting as this checkout's trainer takes it: --set NAME=VALUE, or its own flag before --set existed
         (a boolean's --no- form for false); nothing where it has neither (the setting did not exist yet)."""
-        if "--set" in self.flags:
-            return ["--set", f"{name}={value}"]
-        flag = "--" + name.replace("_", "-")
+        if SET_FLAG in self.flags:
+            return [SET_FLAG, f"{name}={value}"]
+        flag = cli_flag(name)
         if value in ("true", "false"):
             flag = flag if value == "true" else "--no-" + flag.removeprefix("--")
             return [flag] if flag in self.flags else []
