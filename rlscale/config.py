@@ -158,9 +158,20 @@ class ControlConfig:
                                "toward B* as soon as the probe's batch is timed)")
     lr_rule: str = opt("auto", "learning rate on resize, set from the run's first batch B0 and rate lr0: none; "
                        "noise, lr0 ((1+Bn/B0)/(1+Bn/B))^alpha (eq. 2.6); power, lr0 (B/B0)^alpha (the square-root "
-                       "rule of adaptive optimizers at alpha 0.5); auto: noise with --batch auto, none otherwise "
+                       "rule of adaptive optimizers at alpha 0.5); auto: power with --batch auto, none otherwise "
                        "(docs/batch-control.md)", ("auto", "none", "noise", "power"))
     lr_alpha: float = opt(0.5, "alpha of the learning-rate rule (noise: 1 SGD, 0.5-1 Adam/RMSprop; power: 0.5)")
+    cluster_nodes: int = opt(0, "the cluster clock: also report the wall time and node-hours the run would take "
+                             "on an elastic cluster of up to N nodes, and with --batch auto choose the batch for "
+                             "that cluster (docs/scaling.md; 0: off)")
+    cluster_node_envs: int = opt(16, "cluster clock: environments one node steps (it carries their optimizer batch)")
+    # benchmarks/bench_cluster.py's simulated 3-node cluster: ~30 ms a remote round (docs/scaling.md).
+    cluster_round_trip: float = opt(0.03, "cluster clock: seconds an update spread over more than one node adds")
+    cluster_slack: float = opt(0.05, "cluster clock, --batch auto: the wall time per unit of progress it may give "
+                               "up against the cluster's fastest batch to use fewer node-hours")
+    cluster_fit: str = opt("", "cluster clock: T(B) = a + b*B as 'a,b' (seconds, seconds per optimizer-batch "
+                           "observation) for a run that cannot time two batch sizes itself (a fixed batch); "
+                           "default: the run's own fit")
     # docs/studies.md rule 4: if the replay (on other seeds) trains as fast, the gain was the schedule.
     replay_from: str = opt("", "replay: the run directory whose environments and learning rate, step by step, "
                            "this run follows without measuring or reacting")
@@ -172,10 +183,25 @@ class ControlConfig:
 
     @property
     def lr_rule_in_force(self) -> str:
-        """The rule --lr-rule auto stands for: noise with auto, none otherwise."""
+        """The rule --lr-rule auto stands for: power with auto, none otherwise."""
         if self.lr_rule != "auto":
             return self.lr_rule
-        return "noise" if self.batch == "auto" else "none"
+        # On Breakout every start learned under power; the noise rule, fed early training's small
+        # noise scale, kept the rate near the start's and 4 of 5 seeds shrunk from 1,280 never learned.
+        return "power" if self.batch == "auto" else "none"
+
+    def cluster_cost(self) -> tuple[float, float] | None:
+        """cluster_fit's (a, b), or None when not given; a UserError when it is not two positive numbers."""
+        if not self.cluster_fit:
+            return None
+        try:
+            a, b = (float(part) for part in self.cluster_fit.split(","))
+        except ValueError:
+            a = b = math.nan
+        if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
+            raise UserError(f"cluster_fit {self.cluster_fit!r}: give T(B) = a + b*B as two positive numbers "
+                            "'a,b' (seconds, seconds per observation), e.g. 0.007,0.00002")
+        return a, b
 
 
 @dataclass
@@ -322,7 +348,7 @@ class Config:
             "clip_coef": a.clip_coef, "optim_eps": a.optim_eps, "mlp_hidden": a.mlp_hidden,
             "noise_groups": n.noise_groups, "noise_horizon": n.noise_horizon, "curvature_every": n.curvature_every,
             "r": c.r, "crit_ratio": c.crit_ratio, "min_envs": c.min_envs, "max_envs": c.max_envs,
-            "n_actors": r.n_actors,
+            "cluster_node_envs": c.cluster_node_envs, "n_actors": r.n_actors,
             "learners": r.learners,
             "log_interval": r.log_interval, "checkpoint_every": r.checkpoint_every,
             "keep_checkpoints": r.keep_checkpoints,
@@ -336,7 +362,8 @@ class Config:
             "noop_max": e.noop_max, "warmup_max_steps": e.warmup_max_steps,
             "ent_coef": a.ent_coef, "vf_coef": a.vf_coef, "max_grad_norm": a.max_grad_norm,
             "noise_parts_every": n.noise_parts_every, "noise_minibatches": n.noise_minibatches, "cooldown": c.cooldown,
-            "noise_settle": n.noise_settle,
+            "noise_settle": n.noise_settle, "cluster_nodes": c.cluster_nodes,
+            "cluster_round_trip": c.cluster_round_trip, "cluster_slack": c.cluster_slack,
             "learner_threads": r.learner_threads, "lr_alpha": c.lr_alpha, "min_gain": c.min_gain,
             "envs_per_actor": r.envs_per_actor,
             "learner_chunk_rows": r.learner_chunk_rows,
@@ -376,6 +403,9 @@ class Config:
                 raise UserError(
                     f"{spelled(name)} ({value}) must be a multiple of vector_size ({e.vector_size})"
                 )
+        if c.cluster_cost() is None and c.cluster_nodes > 0 and c.batch == "fixed":
+            raise UserError("--cluster-nodes with a fixed batch: one batch size cannot tell T(B) = a + b*B's a from "
+                            "its b; give them with --set cluster_fit=A,B (rlscale study prints a sweep's fit)")
         if (c.batch == "replay") != bool(c.replay_from):
             raise UserError("batch replay and replay_from RUN_DIR go together: give both or neither "
                             "(--set batch=replay --set replay_from=RUN_DIR)")
@@ -449,7 +479,7 @@ FLAGS = (
     "n_envs", "total_frames", "goals",  # the task
     "lr", "n_steps", "n_epochs", "n_minibatches", "gamma", "ent_coef", "optimizer",  # the agent
     "measure_noise", "noise_horizon",  # the noise scale
-    "batch", "signal", "min_envs", "max_envs", "lr_rule",  # the batch control
+    "batch", "signal", "min_envs", "max_envs", "lr_rule", "cluster_nodes",  # the batch control
     "seed", "run_dir", "stop_return", "init_from", "log_interval", "checkpoint_every", "keep_checkpoints",  # the run
     "backend", "pool", "address", "n_actors", "envs_per_actor", "overlap", "learners",  # where it runs
     "learner_threads", "learner_device", "learner_precision", "actor_precision",

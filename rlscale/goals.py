@@ -42,6 +42,26 @@ class GoalWindow:
         return mean is not None and mean >= goal
 
 
+def learning_began(first: tuple[float, float] | None, mean: float | None) -> bool:
+    """Whether a run has learned anything: its window's mean ``mean`` stands two standard errors above
+    its first full window's, ``first`` = (that window's mean, its returns' standard deviation).
+
+    Before that, the gradient is mostly noise and the noise scale reads high (B_simple 2,000-9,000 on two
+    MinAtar games that learned nothing in 100 s): a controller that grows then buys nodes that buy nothing.
+    """
+    if first is None or mean is None:
+        return False
+    first_mean, first_sd = first
+    return mean > first_mean + 2.0 * first_sd / GOAL_WINDOW ** 0.5
+
+
+def window_stats(window: GoalWindow) -> tuple[float, float] | None:
+    """A full window's mean and standard deviation, None before it is full."""
+    if window.full_mean is None:
+        return None
+    return float(np.mean(window.returns)), float(np.std(window.returns, ddof=1))
+
+
 @dataclass(frozen=True)
 class Forecast:
     at: float  # the agent step at which the trend line reaches the goal

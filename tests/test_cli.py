@@ -56,6 +56,11 @@ def assert_one_line_error(result, *fragments: str) -> None:
      ["replay_from /nonexistent: no config.toml there"]),
     (["cartpole", "--batch", "sqrt"], ["--batch sqrt is a study tool: give --set batch=sqrt"]),
     (["cartpole", "--batch=replay"], ["--batch replay is a study tool: give --set batch=replay"]),
+    (["cartpole", "--batch", "auto", "--cluster-nodes", "-1"], ["--cluster-nodes must be zero or positive"]),
+    (["cartpole", "--cluster-nodes", "16"], ["--cluster-nodes with a fixed batch", "--set cluster_fit=A,B"]),
+    (["cartpole", "--batch", "auto", "--cluster-nodes", "4", "--set", "cluster_fit=fast,slow"],
+     ["cluster_fit 'fast,slow': give T(B) = a + b*B as two positive numbers"]),
+    (["cartpole", "--cluster-nodes", "4", "--set", "cluster_fit=0.01,-1"], ["cluster_fit '0.01,-1'"]),
 ])
 def test_bad_input(args, fragments, tmp_path):
     # The train command's main() with its arguments, in this process; the tests below run it as

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from rlscale.config import ControlConfig
-from rlscale.control.controller import BatchController
+from rlscale.control.cluster_clock import cluster_batch
+from rlscale.control.controller import NOTHING_LEARNED, BatchController
 from rlscale.control.cost import (
     CostModel,
     Fit,
@@ -17,6 +18,7 @@ from rlscale.control.cost import (
     predicted_speedup,
     time_per_progress,
 )
+from rlscale.goals import GoalWindow, learning_began, window_stats
 
 
 @pytest.mark.parametrize("sizes", [(80, 320), (80, 160, 320), (40, 640)])
@@ -223,14 +225,14 @@ def test_auto_state_round_trips_the_cost_model():
 
 
 def test_auto_scales_the_learning_rate_by_default_and_other_modes_do_not():
-    """lr_rule auto: the noise rule (alpha 0.5) with --batch auto, none with the other modes."""
+    """lr_rule auto: the power rule (alpha 0.5) with --batch auto, none with the other modes."""
     c = auto(lr_rule="auto")
     for batch in (80, 160):
         for _ in range(5):
             c.cost.add(batch, 0.052 + 0.00047 * batch)
     d = c.step(32, 2700.0, 1000, 7e-4)  # B* 547 vs 160: grow 32 -> 64 envs (160 -> 320 observations)
     assert d.n_envs == 64
-    assert d.lr == pytest.approx(7e-4 * ((1 + 2700 / 160) / (1 + 2700 / 320)) ** 0.5)
+    assert d.lr == pytest.approx(7e-4 * (320 / 160) ** 0.5)
     critical = BatchController(ControlConfig(batch="critical", cooldown=0), observations_per_env=5, vector_size=4)
     d = critical.step(32, 2700.0, 1000, 7e-4)
     assert d.n_envs == 64 and d.lr == 7e-4
@@ -284,3 +286,54 @@ def test_the_bound_on_a_batch_off_b_star_is_reached_where_r_equals_b_crit(x):
     assert ratios[best] == pytest.approx(1.0, rel=0.01)
     if x == 1.05:
         assert excess[best] == pytest.approx(0.000595, rel=1e-3)  # the docs' "5 % off B* costs 0.06 %"
+
+
+def timed(c: BatchController, batches=(80, 160)) -> BatchController:
+    for batch in batches:
+        for _ in range(5):
+            c.cost.add(batch, 0.052 + 0.00047 * batch)
+    return c
+
+
+def test_auto_on_a_cluster_aims_at_the_cluster_batch_not_b_star():
+    """--cluster-nodes: the target is cluster_batch over the bounds' batches, not B* of one machine."""
+    c = timed(auto(cluster_nodes=4, cluster_node_envs=16, cluster_round_trip=0.0))
+    d = c.step(32, 2700.0, 1000, 7e-4)
+    fit = c.cost.fit
+    # Up to 4 nodes of 80 observations; B_crit 2,700 is above the cluster's 320, so every node is busy and
+    # T_N(B) = a + b*B/4: the fastest batch is sqrt(a * B_crit * 4 / b) = 1,093 by hand, and at 4 nodes the
+    # node-hours follow the time, so the target is the candidate (multiples of 20 observations) next to it.
+    assert d.target_batch == cluster_batch(fit, c.cluster, 2700.0, 0.05, [e * 5.0 for e in range(4, 257, 4)])
+    assert 1080 <= d.target_batch <= 1100
+    assert d.n_envs == 64 and "on up to 4 nodes" in d.reason  # 160 -> 320 observations: one factor of 2
+    # One machine's B* reads sqrt(r 110.6 x 2,700) = 547: the same direction, another target.
+    assert timed(auto()).step(32, 2700.0, 1000, 7e-4).target_batch == pytest.approx(546.5, rel=1e-3)
+
+
+def test_where_growing_buys_machines_auto_does_not_grow_before_anything_is_learned():
+    c = timed(auto(cluster_nodes=4))
+    c.hold_until_learning = True
+    d = c.step(32, 2700.0, 1000, 7e-4, learned=False)
+    assert d.n_envs == 32 and d.reason == NOTHING_LEARNED and d.target_batch == 1280
+    assert c.step(32, 2700.0, 1000, 7e-4, learned=True).n_envs == 64
+    # Shrinking is allowed: a small target is followed before anything is learned.
+    assert c.step(64, 20.0, 1000, 7e-4, learned=False).n_envs < 64
+    # Its probe (no cost model yet) times a smaller batch instead of a larger one.
+    probe = timed(auto(), batches=(160,))
+    probe.hold_until_learning = True
+    assert probe.step(32, 2700.0, 1000, 7e-4, learned=False).n_envs == 16
+    assert timed(auto(), batches=(160,)).step(32, 2700.0, 1000, 7e-4, learned=False).n_envs == 64  # no guard: grows
+    # At the fewest environments the probe cannot shrink: it waits for learning.
+    floor = timed(auto(min_envs=32), batches=(160,))
+    floor.hold_until_learning = True
+    assert floor.step(32, 2700.0, 1000, 7e-4, learned=False).reason == NOTHING_LEARNED
+
+
+def test_learning_began_two_standard_errors_above_the_first_window():
+    first = (10.0, 4.0)  # mean 10, sd 4 over 20 episodes: a standard error of 0.894
+    assert not learning_began(first, 10.0 + 2 * 4.0 / math.sqrt(20))
+    assert learning_began(first, 10.0 + 2 * 4.0 / math.sqrt(20) + 1e-6)
+    assert not learning_began(None, 100.0) and not learning_began(first, None)
+    window = GoalWindow([1.0, 3.0] * 10)
+    assert window_stats(window) == pytest.approx((2.0, np.std([1.0, 3.0] * 10, ddof=1)))
+    assert window_stats(GoalWindow([1.0] * 19)) is None

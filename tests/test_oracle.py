@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from rlscale.control.cluster_clock import ClusterClock, ElasticCluster
+from rlscale.control.cluster_clock import ClusterClock, ElasticCluster, cluster_batch
 from rlscale.control.cost import Fit
 from rlscale.reports.oracle import (
     best_fixed,
@@ -38,9 +38,32 @@ def test_the_cluster_clock_on_a_hand_worked_sequence():
         assert CLUSTER.nodes_for(batch) == nodes
         assert CLUSTER.update_seconds(FIT, batch) == pytest.approx(seconds)
         assert CLUSTER.node_seconds(FIT, batch) == pytest.approx(node_seconds)
-        clock.tick(FIT, batch)
-    assert clock.wall_seconds == pytest.approx(0.15 + 0.25 + 0.7 / 3 + 0.4)
-    assert clock.node_seconds == pytest.approx(0.15 + 0.5 + 0.7 + 1.6)
+        clock.tick(batch)
+    clock.tick(200, updates=3)
+    assert clock.wall_seconds(FIT) == pytest.approx(0.15 + 4 * 0.25 + 0.7 / 3 + 0.4)
+    assert clock.node_seconds(FIT) == pytest.approx(0.15 + 4 * 0.5 + 0.7 + 1.6)
+    # Priced with the fit it is read with: updates before the fit was identified count too.
+    again = ClusterClock(CLUSTER)
+    again.load_state_dict(clock.state_dict())
+    assert again.updates == {50.0: 1, 200.0: 4, 250.0: 1, 1000.0: 1}
+
+
+def test_the_cluster_batch_on_hand_worked_candidates():
+    # Up to 4 nodes of 100, a = 0.1, b = 0.001, c = 0.05. T_N: B=100 0.2 (one node), B=200 0.25, B=400 0.25.
+    # Wall time per unit of progress T_N(B)(1 + B_crit/B), and node-seconds n times that, by hand:
+    #   B_crit 50:  100: 0.300 (node-s 0.300); 200: 0.3125 (0.625); 400: 0.28125 (1.125), the fastest.
+    #     Within 5 % (0.2953): 400 alone. Within 7 % (0.3009): 100 too, and it costs the least.
+    #   B_crit 200: 100: 0.600 (0.600); 200: 0.500 (1.000); 400: 0.375 (1.500), the fastest.
+    #     Within 40 % (0.525): 200 and 400; 200 costs less.
+    #   B_crit 10:  100: 0.22; 400: 0.25625: one node is the fastest and the cheapest.
+    candidates = [400, 100, 200]
+    assert cluster_batch(FIT, CLUSTER, 50, 0.05, candidates) == 400
+    assert cluster_batch(FIT, CLUSTER, 50, 0.07, candidates) == 100
+    assert cluster_batch(FIT, CLUSTER, 200, 0.40, candidates) == 200
+    assert cluster_batch(FIT, CLUSTER, 200, 0.05, candidates) == 400
+    assert cluster_batch(FIT, CLUSTER, 10, 0.0, candidates) == 100
+    with pytest.raises(ValueError):
+        cluster_batch(FIT, CLUSTER, 50, 0.05, [])
 
 
 def test_one_node_is_this_machine():

@@ -106,9 +106,9 @@ def test_median_interval_by_bootstrap():
 def test_study_cells_group_variants_and_count_unreached_seeds():
     runs = [record(f"f{s}", "fixed", 8, 5_000 + 1_000 * s, 0.01) for s in range(5)]
     runs += [record(f"a{s}", "auto", 8, 4_000 if s < 3 else None, 0.01) for s in range(5)]
-    assert {variant_of(r) for r in runs} == {"fixed 40 lr 0.0007", "auto from 40 lr 0.0007 noise a0.5 min-gain 0.05 avg 20000 cooldown 5000"}
+    assert {variant_of(r) for r in runs} == {"fixed 40 lr 0.0007", "auto from 40 lr 0.0007 power a0.5 min-gain 0.05 avg 20000 cooldown 5000"}
     table = {c.variant: c for c in cells(runs, [475.0])}
-    fixed, auto = table["fixed 40 lr 0.0007"], table["auto from 40 lr 0.0007 noise a0.5 min-gain 0.05 avg 20000 cooldown 5000"]
+    fixed, auto = table["fixed 40 lr 0.0007"], table["auto from 40 lr 0.0007 power a0.5 min-gain 0.05 avg 20000 cooldown 5000"]
     # The 20-episode window is full from step 2,000 on; a jump at step s makes the mean
     # reach 475 when 19 of the last 20 episodes are 500: 18 episodes (1,800 steps) later.
     assert fixed.reached == 5 and fixed.wall[0] == pytest.approx((7_000 + 1_800) * 0.01)
@@ -323,7 +323,7 @@ def test_adaptive_runs_are_placed_against_the_fitted_front_and_its_knee():
         run.scalars["batch/optimizer_batch"] = (steps, np.where(steps < 1_000, low, np.where(steps < 2_000, high, 80.0)))
     swung = {row["variant"]: row for row in adaptive_rows([GoalResult(475.0, [], fit, {})], near)}
     assert swung["critical from 80 lr 0.0007 avg 20000 cooldown 5000"]["swing"] == "4.0"  # median of 16, 4, 4, 128, 1
-    slow = rows["auto from 80 lr 0.0007 noise a0.5 min-gain 0.05 avg 20000 cooldown 5000"]
+    slow = rows["auto from 80 lr 0.0007 power a0.5 min-gain 0.05 avg 20000 cooldown 5000"]
     assert slow["reached"] == "3/5" and slow["S / S_min"].startswith("8.40 [")  # 16,800 / 40 / 50
     assert slow["at the knee (both <= 2.5)"] == "no"
     assert adaptive_rows([GoalResult(475.0, [], None, {})], near) == []  # no fit, no front to place them on

@@ -33,10 +33,11 @@ RUN_TIMEOUT = 600  # both runs take ~20 s on an idle 2-core machine, several tim
 
 RUNS = {
     # 8 envs x 16 steps, 2 epochs x 2 minibatches: 4 optimizer steps per update. --batch auto times 5
-    # updates, probes 16 envs, times 5 more and fits its cost model; the metrics every 3rd batch.
+    # updates, probes another size, times 5 more and fits its cost model (which prices the cluster
+    # clock); the metrics every 3rd batch.
     "ppo": ["cartpole", "--agent", "ppo", "--pool", "serial", "--n-envs", "8", "--set", "vector_size=2",
             "--n-steps", "16", "--n-epochs", "2", "--n-minibatches", "2", "--batch", "auto",
-            "--max-envs", "16", "--set", "cooldown=128", "--set", "noise_settle=0", "--set", "noise_parts_every=1",
+            "--max-envs", "16", "--cluster-nodes", "4", "--set", "cooldown=128", "--set", "noise_settle=0", "--set", "noise_parts_every=1",
             "--set", "curvature_every=3", "--set", "noise_clip=5", "--total-frames", "3072", "--log-interval", "1000"],
     # 8 envs x 5 steps (the preset's), 12 updates; critical, but a cool-down that never ends: no resize.
     "a2c": ["cartpole", "--agent", "a2c", "--pool", "serial", "--n-envs", "8", "--set", "vector_size=2",
@@ -159,6 +160,9 @@ CONDITIONS: dict[str, Callable[[Run, str], bool]] = {
     "batch moves": lambda run, tag: run.cfg.control.batch != "fixed",
     "resize": lambda run, tag: run.resized,
     "`--batch auto`": lambda run, tag: run.cfg.control.batch == "auto",
+    "`--cluster-nodes`": lambda run, tag: run.cfg.control.cluster_nodes > 0,
+    # The run's own fit: auto's, once two batch sizes are timed (the PPO run's probe does that).
+    "once a fit exists": lambda run, tag: run.cfg.control.batch == "auto" or bool(run.cfg.control.cluster_fit),
     "where defined": defined,
 }
 

@@ -326,6 +326,39 @@ def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):
     assert checked > 10
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_auto_from_an_eighth_grows_and_logs_the_cluster_clock_on_ray(tmp_path, capsys):
+    """--batch auto from 1/8 of CartPole's best fixed batch (2 envs of 16) with --cluster-nodes 16, on Ray
+    actors: it grows once the return rises, and the clock's time and node-hours are those of its updates."""
+    run_dir = tmp_path / "auto"
+    code = main(["cartpole", "--n-actors", "2", "--batch", "auto", "--n-envs", "2", "--min-envs", "2",
+                 "--max-envs", "64", "--cluster-nodes", "16", "--set", "cooldown=1000", "--set", "noise_groups=2",
+                 "--total-frames", "30000",
+                 "--run-dir", str(run_dir)])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "cluster clock: up to 16 nodes of 16 envs (80 observations), 30 ms round trip past one node" in out
+    assert "auto may now grow the batch" in out
+    events = scalars(run_dir)
+    n_envs = [e.value for e in events.Scalars("batch/n_envs")]
+    assert n_envs[0] == 2 and max(n_envs) > 2
+    batches = [e.value for e in events.Scalars("batch/optimizer_batch")]
+    wall = events.Scalars("cluster/wall_seconds")
+    assert wall and all(e.value > 0 for e in wall)  # repriced with every new fit: it need not only rise
+    # The last reading by hand from every update's batch and the last fit: up to 16 nodes of 80 observations,
+    # T_N(B) = a + b*B/n + 0.03 s past one node, node-seconds n T_N.
+    a = events.Scalars("perf/overhead_seconds")[-1].value
+    b = events.Scalars("perf/seconds_per_observation")[-1].value
+    nodes = [max(1, min(16, math.ceil(batch / 80 - 1e-9))) for batch in batches]
+    seconds = [a + b * batch / n + (0.03 if n > 1 else 0.0) for batch, n in zip(batches, nodes, strict=True)]
+    assert wall[-1].value == pytest.approx(sum(seconds), rel=1e-4)
+    node_hours = events.Scalars("cluster/node_hours")[-1].value
+    assert node_hours == pytest.approx(sum(n * t for n, t in zip(nodes, seconds, strict=True)) / 3600, rel=1e-4)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["cluster"]["nodes"] == 16 and summary["cluster"]["node_hours"] == pytest.approx(node_hours)
+
+
 def test_overlapped_collection_trains_with_a_one_update_policy_lag(tmp_path, capsys):
     """--overlap: the actors collect the next batch while the learner trains; the run counts every step."""
     run_dir = tmp_path / "overlap"

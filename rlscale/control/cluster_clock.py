@@ -21,7 +21,8 @@ So it is a floor on the wall time and a model of the node-hours, to be read besi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from rlscale.control.cost import Fit
 
@@ -58,19 +59,51 @@ class ElasticCluster:
         return self.nodes_for(batch) * self.update_seconds(fit, batch)
 
 
+def cluster_batch(fit: Fit, cluster: ElasticCluster, critical: float, slack: float,
+                  candidates: Iterable[float]) -> float:
+    """The batch ``auto`` aims at on an elastic cluster: the fewest node-seconds per unit of progress
+    among the candidate batches whose wall time per unit of progress is within ``slack`` of the fastest.
+
+    Progress per update is 1/(1 + B_crit/B) of a full-batch step (paper eq. D.1), so a candidate's wall
+    time per unit of progress is T_N(B)(1 + B_crit/B) and its cost n(B) T_N(B)(1 + B_crit/B). While a
+    batch fits the cluster, T_N hardly grows with B, so the fastest batch fills the cluster; a batch
+    many times B_crit is nearly as fast, and where B_crit is small that takes a fraction of the nodes.
+    The slack is the price: the time a user gives up for node-hours. Ties go to the smaller batch.
+    """
+    batches = sorted(set(candidates))
+    if not batches:
+        raise ValueError("no candidate batch")
+    wall = [cluster.update_seconds(fit, b) * (1.0 + critical / b) for b in batches]
+    fastest = min(wall)
+    allowed = [(cluster.nodes_for(b) * w, b) for b, w in zip(batches, wall, strict=True)
+               if w <= (1.0 + slack) * fastest]
+    return min(allowed)[1]
+
+
 @dataclass
 class ClusterClock:
-    """The wall time and node-seconds a run's updates would have taken on ``cluster``, update by update.
+    """The wall time and node-seconds a run's updates would have taken on ``cluster``.
 
-    The learning is the run's own; only the time is modelled, with the run's current fit of T(B).
+    It counts the run's updates at each optimizer batch; the time is priced with whatever fit
+    of T(B) is given when it is read (the run's latest), so updates taken before the fit was identified
+    count too. The learning is the run's own; only the time is modelled.
     """
 
     cluster: ElasticCluster
-    wall_seconds: float = 0.0
-    node_seconds: float = 0.0
+    updates: dict[float, int] = field(default_factory=dict)  # updates taken at each optimizer batch
 
-    def tick(self, fit: Fit, batch: float) -> None:
-        """One update at optimizer batch ``batch``."""
-        seconds = self.cluster.update_seconds(fit, batch)
-        self.wall_seconds += seconds
-        self.node_seconds += self.cluster.nodes_for(batch) * seconds
+    def tick(self, batch: float, updates: int = 1) -> None:
+        """``updates`` updates at optimizer batch ``batch`` (T(B) prices a whole update: PPO's epochs too)."""
+        self.updates[batch] = self.updates.get(batch, 0) + updates
+
+    def wall_seconds(self, fit: Fit) -> float:
+        return sum(n * self.cluster.update_seconds(fit, b) for b, n in self.updates.items())
+
+    def node_seconds(self, fit: Fit) -> float:
+        return sum(n * self.cluster.node_seconds(fit, b) for b, n in self.updates.items())
+
+    def state_dict(self) -> dict[str, list]:
+        return {"updates": [[b, n] for b, n in self.updates.items()]}
+
+    def load_state_dict(self, state: dict[str, list]) -> None:
+        self.updates = {float(b): int(n) for b, n in state["updates"]}

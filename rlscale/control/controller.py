@@ -16,6 +16,10 @@ number of minibatches for PPO.
             times one batch a factor larger. It resizes only when the
             model predicts B* at least ``min_gain`` faster per unit of progress than the
             current batch: near B* the time is flat and a resize is not free.
+            With ``cluster_nodes`` it chooses for an elastic cluster instead: the fewest
+            node-hours per unit of progress within ``cluster_slack`` of the cluster's
+            fastest batch (``rlscale.control.cluster_clock.cluster_batch``). Where growing
+            buys machines, it does not grow before the run has learned anything.
 * replay:   the environments and learning rate a recorded run took at each agent step
             (``rlscale.control.schedule``), open-loop: the studies' control for feedback.
 
@@ -40,8 +44,11 @@ from typing import Any
 
 from rlscale import tags
 from rlscale.config import ControlConfig
+from rlscale.control.cluster_clock import ElasticCluster, cluster_batch
 from rlscale.control.cost import CostModel, optimal_batch, predicted_speedup
 from rlscale.control.schedule import Schedule
+
+NOTHING_LEARNED = "nothing learned yet (the mean return has not risen): not growing"
 
 
 @dataclass(frozen=True)
@@ -87,9 +94,19 @@ class BatchController:
     reference: tuple[float, float] | None = None
     schedule: Schedule | None = None  # batch replay: the recorded run's path
     agent_steps: float = 0.0  # trained so far: where the replayed schedule stands
+    # Where growing the batch buys machines (the cluster clock, elastic actors): auto does not grow past
+    # its start before the run has learned anything (rlscale.goals.learning_began).
+    hold_until_learning: bool = False
 
-    def step(self, n_envs: int, noise_scale: float | None, observations: float, lr: float) -> Decision:
-        """Called once per update, after it trained on ``observations``."""
+    def __post_init__(self) -> None:
+        # The elastic cluster auto chooses for (--cluster-nodes), None for this machine.
+        self.cluster = (ElasticCluster(self.cfg.cluster_nodes, self.cfg.cluster_node_envs * self.observations_per_env,
+                                       self.cfg.cluster_round_trip) if self.cfg.cluster_nodes > 0 else None)
+
+    def step(self, n_envs: int, noise_scale: float | None, observations: float, lr: float,
+             learned: bool = True) -> Decision:
+        """Called once per update, after it trained on ``observations``; ``learned``: whether the run has
+        learned anything yet (its return has risen)."""
         self.observations_since_resize += observations
         self.agent_steps += observations
         self.anchor(n_envs, lr)
@@ -101,17 +118,25 @@ class BatchController:
             return Decision(n_envs, lr, None, "no noise-scale estimate")
         current = n_envs * self.observations_per_env
         fit = self.cost.fit
+        may_grow = learned or not self.hold_until_learning
         if self.cfg.batch == "auto" and fit is None:
-            return self._probe(n_envs, noise_scale, current, lr)
+            return self._probe(n_envs, noise_scale, current, lr, may_grow)
         if self.cfg.batch == "auto" and fit.unresolved == "no overhead":
             # B* = 0: the line through a few noisy median update times, not the machine (on MinAtar 33
             # of 734 resizes were taken on such fits, docs/results.md). Hold until more timings resolve it.
             return Decision(n_envs, lr, None, "cost model: per-update overhead (a = 0) not resolved, holding")
         if self.cfg.batch == "auto" and fit.unresolved:
+            if not may_grow:
+                return Decision(n_envs, lr, None, NOTHING_LEARNED)
             return self._probe_larger(n_envs, noise_scale, current, lr)
         critical = self.critical_batch(noise_scale)
         gain = 0.0
-        if self.cfg.batch == "auto":
+        if self.cfg.batch == "auto" and self.cluster is not None:
+            target = cluster_batch(fit, self.cluster, critical, self.cfg.cluster_slack, self._candidates())
+            gain = math.inf  # the node-hours it saves or the time it wins: min_gain weighs one machine's time
+            why = (f"on up to {self.cluster.max_nodes} nodes, {target:,.0f} is within {self.cfg.cluster_slack:.0%} "
+                   f"of the fastest batch at the fewest node-hours ({self._signal_text(noise_scale)})")
+        elif self.cfg.batch == "auto":
             target = optimal_batch(fit, critical)
             gain = predicted_speedup(fit, current, critical) - 1.0
             why = (f"B* = sqrt(r {fit.exchange_rate:,.0f} x {self._signal_text(noise_scale)}) = {target:,.0f}, "
@@ -125,6 +150,8 @@ class BatchController:
             return Decision(n_envs, lr, target, "cooling down")
         if self.cfg.batch == "auto" and gain < self.cfg.min_gain:
             return Decision(n_envs, lr, target, f"B* {target:,.0f} only {gain:.1%} faster (< min_gain)")
+        if target > current and not may_grow:
+            return Decision(n_envs, lr, target, NOTHING_LEARNED)
         return self._resize_toward(n_envs, noise_scale, current, target, lr, why)
 
     def critical_batch(self, noise_scale: float) -> float:
@@ -135,11 +162,20 @@ class BatchController:
         text = f"{tags.signal_label(self.cfg.signal)} {noise_scale:,.0f}"
         return text if self.cfg.crit_ratio == 1.0 else f"{text} / {self.cfg.crit_ratio:g}"
 
-    def _probe(self, n_envs: int, noise_scale: float, current: float, lr: float) -> Decision:
-        """No cost model yet: once the current batch is timed, move by the largest factor to time another."""
+    def _candidates(self) -> list[float]:
+        """The optimizer batches the bounds allow, one vector of environments apart."""
+        unit = self.vector_size
+        return [envs * self.observations_per_env
+                for envs in range(-(-self.cfg.min_envs // unit) * unit, self.cfg.max_envs + 1, unit)]
+
+    def _probe(self, n_envs: int, noise_scale: float, current: float, lr: float, may_grow: bool = True) -> Decision:
+        """No cost model yet: once the current batch is timed, move by the largest factor to time another
+        (down, where growing must wait for learning)."""
         if not self._timed_and_cooled(current):
             return Decision(n_envs, lr, None, "timing this batch for the cost model")
-        grow = n_envs * self.cfg.max_resize_factor <= self.cfg.max_envs
+        grow = may_grow and n_envs * self.cfg.max_resize_factor <= self.cfg.max_envs
+        if not grow and n_envs / self.cfg.max_resize_factor < self.cfg.min_envs and not may_grow:
+            return Decision(n_envs, lr, None, NOTHING_LEARNED)
         target = current * (self.cfg.max_resize_factor if grow else 1.0 / self.cfg.max_resize_factor)
         decision = self._resize_toward(n_envs, noise_scale, current, target, lr,
                                        "probe: timing a second batch size for the cost model")

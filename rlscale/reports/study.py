@@ -35,8 +35,9 @@ import numpy as np
 
 from rlscale import tags
 from rlscale.cli import Parser, writable_dir
+from rlscale.control.cluster_clock import ClusterClock, ElasticCluster
 from rlscale.control.cost import CostModel, Fit, time_per_progress
-from rlscale.errors import exits_cleanly
+from rlscale.errors import UserError, exits_cleanly
 from rlscale.reports.plan import checked_crit_ratio, crit_ratio_of, steps_per_update, stretches_of
 from rlscale.reports.plot import save_figure
 from rlscale.reports.runs import (
@@ -239,6 +240,48 @@ def print_ceilings(runs: list[RunRecord], goal: float, crit_ratio: float | None)
               f"range {values.min():.2f}-{values.max():.2f})")
 
 
+def cluster_cost(run: RunRecord, goal: float, fit: Fit, cluster: ElasticCluster) -> tuple[float, float]:
+    """The run's (wall seconds, node-seconds) to ``goal`` on the elastic cluster: each logged update
+    priced at its optimizer batch by T_N(B) (the cluster clock); inf where the run never reached it."""
+    hit = run.goal(goal)
+    if hit is None:
+        return math.inf, math.inf
+    steps, batches = run.scalars[tags.OPTIMIZER_BATCH]
+    clock = ClusterClock(cluster)
+    for batch in batches[steps <= hit.agent_steps]:
+        clock.tick(float(batch))
+    return clock.wall_seconds(fit), clock.node_seconds(fit)
+
+
+def print_cluster(runs: list[RunRecord], goal: float, nodes: int, node_envs: int, round_trip: float) -> None:
+    """Per variant at ``goal``: the cluster clock's time and node-hours, against the fastest fixed batch there."""
+    fit = fixed_runs_cost(runs)
+    if fit is None or fit.unresolved:
+        print("\ncluster clock: needs fixed runs at two batch sizes or more whose update times fit T(B) = a + b*B")
+        return
+    cluster = ElasticCluster(nodes, node_envs * runs[0].cfg.observations_per_env, round_trip)
+    by_variant: dict[str, list[tuple[float, float]]] = {}
+    for run in runs:
+        by_variant.setdefault(variant_of(run), []).append(cluster_cost(run, goal, fit, cluster))
+    medians = {v: (float(np.median([w for w, _ in c])), float(np.median([n for _, n in c])))
+               for v, c in by_variant.items()}
+    print(f"\ncluster clock at goal {goal:g}: up to {nodes} nodes of {node_envs} envs ({cluster.node_batch:g} "
+          f"observations), round trip {1e3 * round_trip:.0f} ms past one node; T(B) = {1e3 * fit.overhead:.1f} ms + "
+          f"{1e3 * fit.per_observation:.4f} ms x B through the fixed runs' update times (medians over seeds)")
+    fixed = {v: m for v, m in medians.items() if v.startswith("fixed") and math.isfinite(m[0])}
+    fastest = min(fixed, key=lambda v: fixed[v][0]) if fixed else None
+    for variant in sorted(medians, key=_order):
+        wall, node_seconds = medians[variant]
+        line = f"  {variant}: {format_number(wall / 60, ',.3f')} min, {format_number(node_seconds / 3600, ',.4f')} node-h"
+        if fastest is not None and math.isfinite(wall):
+            line += (f"; {wall / fixed[fastest][0]:.2f}x the time and {node_seconds / fixed[fastest][1]:.2f}x the "
+                     f"node-hours of the fastest fixed ({fastest})")
+            beaten_by = [v for v, (w, n) in fixed.items() if v != variant and w <= wall and n <= node_seconds]
+            if not variant.startswith("fixed"):
+                line += f"; dominated by {', '.join(beaten_by)}" if beaten_by else "; on or below the fixed front"
+        print(line)
+
+
 def plot_walls(table: list[Cell], out: Path) -> None:
     import matplotlib
 
@@ -285,8 +328,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="the PNG (default: study.png in the sweep directory)")
     p.add_argument("--crit-ratio", type=float, help="read B_crit as B_simple / this for the ceiling "
                    "(default: each run's own crit_ratio)")
+    p.add_argument("--cluster-nodes", type=int, default=0,
+                   help="also score every variant on the cluster clock: an elastic cluster of up to N nodes")
+    p.add_argument("--node-envs", type=int, default=16, help="cluster clock: environments one node steps (16)")
+    p.add_argument("--round-trip", type=float, default=0.03,
+                   help="cluster clock: seconds an update over more than one node adds (0.03: docs/scaling.md)")
     args = p.parse_args(argv)
     checked_crit_ratio(args.crit_ratio)
+    if args.cluster_nodes < 0 or args.node_envs < 1 or not args.round_trip >= 0:
+        raise UserError("--cluster-nodes must be 0 (off) or more, --node-envs 1 or more, --round-trip 0 or more")
     runs = load_runs(args.paths)
     goals = goals_of(runs, args.goals)
     table = cells(runs, goals)
@@ -296,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     print_batch_paths(runs, max(goals))
     print_model_check(runs, table, max(goals), args.crit_ratio)
     print_ceilings(runs, max(goals), args.crit_ratio)
+    if args.cluster_nodes:
+        print_cluster(runs, max(goals), args.cluster_nodes, args.node_envs, args.round_trip)
     out = args.out or (args.paths[0] / "study.png" if len(args.paths) == 1 and args.paths[0].is_dir()
                        else Path("study.png"))
     writable_dir(out.parent, "--out")

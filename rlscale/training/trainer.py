@@ -21,11 +21,19 @@ from typing import Any
 from rlscale import tags
 from rlscale.cli import writable_dir
 from rlscale.config import Config, dumps_toml, runs_root
+from rlscale.control.cluster_clock import ClusterClock
 from rlscale.control.controller import BatchController
-from rlscale.control.cost import predicted_speedup
+from rlscale.control.cost import Fit, predicted_speedup
 from rlscale.control.schedule import Schedule
 from rlscale.errors import ActorFailures, UserError
-from rlscale.goals import GOAL_WINDOW, GoalForecast, GoalOutlook, GoalWindow
+from rlscale.goals import (
+    GOAL_WINDOW,
+    GoalForecast,
+    GoalOutlook,
+    GoalWindow,
+    learning_began,
+    window_stats,
+)
 from rlscale.training import checkpoint
 from rlscale.training.branch import BranchPoint, load_branch_point
 from rlscale.training.checkpoint import CONFIG_FILE, SUMMARY_FILE
@@ -49,6 +57,8 @@ class TrainState:
     n_envs: int = 0
     base_lr: float = 0.0  # the controller's learning rate at the current batch, before annealing
     goals: dict[str, dict[str, float]] = field(default_factory=dict)  # first time each goal was met
+    first_window: list[float] | None = None  # the first full goal window's mean and standard deviation
+    learned: bool = False  # the return has risen two standard errors above the first window's (auto's guard)
 
     @classmethod
     def from_saved(cls, saved: dict[str, Any]) -> TrainState:
@@ -74,6 +84,15 @@ class Run:
     finished: bool = False  # the budget or --stop-return was reached
     last_lr: float | None = None  # the learning rate of the last update (annealing moves it)
     settled: bool = False  # the pool ran unchanged through the last update (its timing is clean)
+    clock: ClusterClock | None = None  # --cluster-nodes: the elastic cluster's time and node-hours
+
+    def cluster_fit(self) -> Fit | None:
+        """The T(B) the cluster clock prices updates with: cluster_fit when given, else the run's own."""
+        given = self.cfg.control.cluster_cost()
+        if given is not None:
+            return Fit(*given)
+        fit = self.controller.cost.fit
+        return fit if fit is not None and not fit.unresolved else None
 
     def next_goal(self) -> GoalOutlook | None:
         """The lowest goal not yet met (--stop-return counts): where the return's trend and the
@@ -115,6 +134,13 @@ def header(run: Run) -> str:
     """The run's first lines: the task and budget, then one line per start-up choice (why: the docs named)."""
     cfg = run.cfg
     choices = [*run.engine.describe().split(" | "), f"batch control: {cfg.control.batch}{control_note(cfg)}"]
+    if run.clock is not None:
+        c = run.clock.cluster
+        priced = "cluster_fit" if cfg.control.cluster_fit else "the run's own fit of T(B), once two batch sizes are timed"
+        choices.append(f"cluster clock: up to {c.max_nodes} nodes of {cfg.control.cluster_node_envs} envs "
+                       f"({c.node_batch:g} observations), {1e3 * c.round_trip:.0f} ms round trip past one node, "
+                       f"priced with {priced}{'; auto chooses for it' if cfg.control.batch == 'auto' else ''} "
+                       "(docs/scaling.md)")
     return "\n".join([f"{cfg.env.env_id} | {cfg.agent.algo} | {run.state.n_envs} envs x {cfg.agent.n_steps} steps | "
                       f"budget {cfg.total_agent_steps:,} agent steps{stop_clause(cfg)}",
                       *(f"  {choice}" for choice in choices)])
@@ -144,6 +170,9 @@ def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None,
     branch's start from another run's); a replay reads its schedule here unless given it."""
     state = TrainState(n_envs=cfg.env.n_envs, base_lr=cfg.agent.lr)
     controller = BatchController(cfg.control, cfg.observations_per_env, cfg.pool_unit)
+    # Growing buys machines on a cluster (modelled or elastic actors): not before anything is learned.
+    controller.hold_until_learning = cfg.control.cluster_nodes > 0 or cfg.run.envs_per_actor > 0
+    clock = ClusterClock(controller.cluster) if controller.cluster is not None else None
     if cfg.control.batch == "replay":
         controller.schedule = schedule or load_schedule(cfg)
     window = GoalWindow()
@@ -151,6 +180,8 @@ def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None,
         state = TrainState.from_saved(saved["trainer"])
         controller.load_state_dict(saved["controller"])
         window = GoalWindow(saved["goal_window"])
+        if clock is not None and "cluster_clock" in saved:
+            clock.load_state_dict(saved["cluster_clock"])
     # A resumed run starts with the env count it had, not the preset's.
     engine = make_engine(cfg, run_dir, state.n_envs, saved["engine"] if saved else None, branch)
     state.warmup_steps += engine.start_warmup_steps  # a resumed run starts new environments too
@@ -159,7 +190,7 @@ def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None,
     logger.layout(cfg.control.signal)
     # Trend points every 0.5 % of the budget: the last 10 span 5 % of it.
     return Run(cfg, run_dir, engine, controller, logger, state, window,
-               GoalForecast(spacing=cfg.total_agent_steps / 200))
+               GoalForecast(spacing=cfg.total_agent_steps / 200), clock=clock)
 
 
 def save_checkpoint(run: Run) -> Path:
@@ -170,6 +201,7 @@ def save_checkpoint(run: Run) -> Path:
         "trainer": asdict(run.state),
         "controller": run.controller.state_dict(),
         "goal_window": list(run.window.returns),
+        **({"cluster_clock": run.clock.state_dict()} if run.clock is not None else {}),
         "engine": run.engine.save(checkpoint.prefix(run.run_dir, step)),
         "config": dumps_toml(run.cfg),
     }
@@ -181,6 +213,11 @@ def save_checkpoint(run: Run) -> Path:
 def write_summary(run: Run) -> None:
     summary = {**asdict(run.state), "updates": run.optimizer_steps, "mean_return": run.window.mean,
                "env_id": run.cfg.env.env_id, "backend": run.cfg.run.backend, "finished": run.finished}
+    cluster = cluster_metrics(run)
+    if cluster:
+        summary["cluster"] = {"nodes": run.cfg.control.cluster_nodes,
+                              "wall_seconds": round(cluster[tags.CLUSTER_WALL_SECONDS], 2),
+                              "node_hours": cluster[tags.CLUSTER_NODE_HOURS]}
     checkpoint.write_json(run.run_dir / SUMMARY_FILE, summary)
 
 
@@ -254,9 +291,12 @@ def train_loop(run: Run) -> None:
         s.warmup_steps += result.warmup_steps
         s.examples += result.agent_steps * cfg.epochs_per_batch
         stop = record_episodes(run, result.episodes)
+        note_learning(run)
+        if run.clock is not None:
+            run.clock.tick(result.optimizer_batch)  # what it trained on: new environments may still be starting
 
-        decision = run.controller.step(s.n_envs, run.signal, result.agent_steps, s.base_lr)
-        metrics = dict(result.metrics) | cost_metrics(run, result)
+        decision = run.controller.step(s.n_envs, run.signal, result.agent_steps, s.base_lr, learned=s.learned)
+        metrics = dict(result.metrics) | cost_metrics(run, result) | cluster_metrics(run)
         metrics[tags.UPDATE_SECONDS] = update_seconds
         run.settled = decision.n_envs == s.n_envs
         if decision.n_envs != s.n_envs:
@@ -299,6 +339,29 @@ def train_loop(run: Run) -> None:
         if stop:
             break
     run.finished = True
+
+
+def note_learning(run: Run) -> None:
+    """Keep the first full window's statistics, and note once the return has risen above them."""
+    s = run.state
+    if s.first_window is None:
+        stats = window_stats(run.window)
+        s.first_window = list(stats) if stats is not None else None
+    elif not s.learned and learning_began(tuple(s.first_window), run.window.full_mean):
+        s.learned = True
+        if run.controller.hold_until_learning and run.cfg.control.batch == "auto":
+            print(f"learning: mean return {run.window.full_mean:.1f} is above the first window's "
+                  f"{s.first_window[0]:.1f}; auto may now grow the batch", flush=True)
+
+
+def cluster_metrics(run: Run) -> dict[str, float]:
+    """The cluster clock's wall time, node-hours and this batch's nodes, once a fit of T(B) prices them."""
+    fit = run.cluster_fit() if run.clock is not None else None
+    if fit is None:
+        return {}
+    return {tags.CLUSTER_WALL_SECONDS: run.clock.wall_seconds(fit),
+            tags.CLUSTER_NODE_HOURS: run.clock.node_seconds(fit) / 3600,
+            tags.CLUSTER_NODES: run.clock.cluster.nodes_for(run.state.n_envs * run.cfg.observations_per_env)}
 
 
 def cost_metrics(run: Run, result: UpdateResult) -> dict[str, float]:
