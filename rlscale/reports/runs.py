@@ -314,6 +314,8 @@ def variant_of(run: RunRecord) -> str:
     pace += f" clip {run.cfg.noise.noise_clip:g}" if run.cfg.noise.noise_clip else ""
     # Runs from before noise_settle read as settle 0: their averages took new environments' first batches.
     pace += f" settle {run.cfg.noise.noise_settle}" if run.cfg.noise.noise_settle != NoiseConfig().noise_settle else ""
+    # auto chooses for the cluster it was told of: another controller than one machine's.
+    pace += f" for {c.cluster_nodes} nodes" if c.batch == "auto" and c.cluster_nodes else ""
     return (f"{c.batch} from {optimizer_batch(run):g} "
             f"{lr}{rule}{ratio}{probe}{gain}{pace}{engine}")
 
