@@ -58,9 +58,15 @@ class Trial:
         return f"{prefix}b{self.batch_size}-lr{self.lr:g}-s{self.seed}"
 
 
+def without_cluster(overrides: dict[str, Any]) -> dict[str, Any]:
+    """The settings every trial shares, checked without the cluster clock: it is checked per trial (a fixed
+    trial needs cluster_fit, an auto one fits its own T(B)), not on the preset's fixed batch."""
+    return {k: v for k, v in overrides.items() if k != "cluster_nodes"}
+
+
 def trial_config(env: str, agent: str | None, overrides: dict[str, Any], trial: Trial, run_dir: Path) -> Config:
     """The run of one grid point; raises UserError for batch sizes the agent cannot make."""
-    base = build_config(env, agent, overrides)
+    base = build_config(env, agent, without_cluster(overrides))
     common = {"lr": trial.lr, "seed": trial.seed, "pool": "serial", "learner_threads": 1, "run_dir": str(run_dir)}
     if "log_interval" not in overrides:
         common["log_interval"] = 60.0  # Ray Tune shows the trials' progress; keep logs short
@@ -221,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError("--batch-sizes, --auto-from, --critical-from and --lrs must be positive")
     if overrides.get("init_from"):
         overrides["init_from"] = pinned(overrides["init_from"])
-    base = build_config(args.env, args.agent, overrides)
+    base = build_config(args.env, args.agent, without_cluster(overrides))
     check_env_id(base.env.env_id)
     if base.run.init_from:  # a wrong trunk is one line now, not a failed trial each
         print(load_branch_point(base).describe(), flush=True)

@@ -202,6 +202,18 @@ def test_auto_trials_start_at_their_batch_with_the_presets_bounds(tmp_path):
     assert (fixed.control.batch, fixed.env.n_envs, fixed.control.min_envs) == ("fixed", 64, 64)
 
 
+def test_a_cluster_clock_sweep_runs_auto_trials_and_refuses_fixed_ones_without_a_fit(tmp_path):
+    """--cluster-nodes reaches every trial: auto trials fit their own T(B); a fixed trial needs cluster_fit."""
+    overrides = {"cluster_nodes": 16}
+    auto = trial_config("cartpole", None, overrides, Trial(80, 7e-4, 0, "auto"), tmp_path / "a")
+    assert (auto.control.batch, auto.control.cluster_nodes) == ("auto", 16)
+    with pytest.raises(UserError, match="--cluster-nodes with a fixed batch"):
+        trial_config("cartpole", None, overrides, Trial(80, 7e-4, 0), tmp_path / "b")
+    fitted = trial_config("cartpole", None, {**overrides, "cluster_fit": "0.007,0.00002"}, Trial(80, 7e-4, 0),
+                          tmp_path / "c")
+    assert fitted.control.cluster_cost() == (0.007, 0.00002)
+
+
 def test_the_grid_holds_fixed_auto_and_critical_trials_at_every_rate_and_seed():
     argv = ["minatar-breakout", "--batch-sizes", "320", "80", "--lrs", "0.02", "0.01", "--seeds", "1", "0",
             "--auto", "--auto-from", "80", "1280", "--critical-from", "160"]
