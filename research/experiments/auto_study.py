@@ -1,6 +1,7 @@
 """Issue 80's study: `auto` against staying at a wrong start, on two cores and on the cluster clock.
 
-For one game, seed by seed (so that the fixed and adaptive runs of a seed share the machine's load):
+For one game, a chunk of ``--jobs`` seeds at a time (so that the fixed and adaptive runs of those seeds
+share the machine's load):
 a fixed-batch sweep over ``--fixed`` batches and ``auto`` from each of ``--starts`` (two-core arm), then
 ``auto`` from the same starts with ``--cluster-nodes`` (the cluster arm, scored on the clock only).
 Every run is a Ray Tune trial of ``rlscale sweep``, which skips finished trials: the same command
@@ -12,6 +13,8 @@ resumes. When every seed is done it writes the reports beside the runs:
     python research/experiments/auto_study.py cartpole --out runs/auto-study --best 80 \
         --fixed 10 20 40 80 160 320 640 --seeds 10 11 12 13 14 --set min_envs=2 --set max_envs=256 \
         --set noise_groups=2
+    python research/experiments/auto_study.py minatar-breakout --out runs/auto-study --best 320 --lrs 2.24e-2 \
+        --lr-alpha 0.5 --fixed 40 80 160 320 640 2560 --goals 5 8 11 14 --seeds 10 11 12 13 14 ...
 """
 
 from __future__ import annotations
@@ -25,19 +28,35 @@ from pathlib import Path
 PYTHON = sys.executable
 
 
-def sweep(game: str, out: Path, seed: int, args: argparse.Namespace) -> None:
-    common = ["--seeds", str(seed), "--lrs", *map(str, args.lrs), "--max-concurrent", str(args.jobs),
+def lr_for(batch: float, args: argparse.Namespace) -> list[float]:
+    """The rates a batch runs at: --lrs, or with --lr-alpha the first of them moved by (B / best)^alpha."""
+    if args.lr_alpha is None:
+        return args.lrs
+    return [float(f"{args.lrs[0] * (batch / args.best) ** args.lr_alpha:.3g}")]
+
+
+def sweep(game: str, out: Path, seeds: list[int], args: argparse.Namespace) -> None:
+    """One chunk of seeds: every fixed batch and every start, each at its rate, as Tune trials side by side."""
+    common = ["--seeds", *map(str, seeds), "--max-concurrent", str(args.jobs),
               "--total-frames", str(args.total_frames), *[a for s in args.set for a in ("--set", s)]]
     if args.goals:
         common += ["--goals", *map(str, args.goals)]
-    starts = [str(round(f * args.best)) for f in args.starts]
-    runs = [
-        ["--batch-sizes", *map(str, args.fixed), "--auto-from", *starts, "--sweep-dir", str(out / "two-core")],
-        ["--auto-from", *starts, "--cluster-nodes", str(args.nodes), "--sweep-dir", str(out / "cluster")],
-    ]
+    starts = [round(f * args.best) for f in args.starts]
+    if args.lr_alpha is None:  # one rate for all: one invocation an arm
+        runs = [["--batch-sizes", *map(str, args.fixed), "--auto-from", *map(str, starts), "--lrs",
+                 *map(str, args.lrs), "--sweep-dir", str(out / "two-core")],
+                ["--auto-from", *map(str, starts), "--lrs", *map(str, args.lrs), "--cluster-nodes", str(args.nodes),
+                 "--sweep-dir", str(out / "cluster")]]
+    else:  # a rate per batch: one invocation a batch, its seeds side by side
+        runs = [["--batch-sizes", str(b), "--lrs", *map(str, lr_for(b, args)), "--sweep-dir", str(out / "two-core")]
+                for b in args.fixed]
+        runs += [["--auto-from", str(b), "--lrs", *map(str, lr_for(b, args)), "--sweep-dir", str(out / "two-core")]
+                 for b in starts]
+        runs += [["--auto-from", str(b), "--lrs", *map(str, lr_for(b, args)), "--cluster-nodes", str(args.nodes),
+                  "--sweep-dir", str(out / "cluster")] for b in starts]
     for extra in runs:
         command = [PYTHON, "-m", "rlscale.sweep", game, *extra, *common]
-        print(f"[{time.strftime('%H:%M:%S')}] seed {seed}: {' '.join(command[1:])}", flush=True)
+        print(f"[{time.strftime('%H:%M:%S')}] seeds {seeds}: {' '.join(command[1:])}", flush=True)
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
 
 
@@ -67,6 +86,7 @@ def main() -> None:
     p.add_argument("--fixed", type=int, nargs="+", required=True)
     p.add_argument("--seeds", type=int, nargs="+", required=True)
     p.add_argument("--lrs", type=float, nargs="+", required=True)
+    p.add_argument("--lr-alpha", type=float, help="each batch at lrs[0] (B / best)^alpha (the power rule's rates)")
     p.add_argument("--goals", type=float, nargs="*")
     p.add_argument("--total-frames", type=int, required=True)
     p.add_argument("--nodes", type=int, default=16)
@@ -76,8 +96,8 @@ def main() -> None:
     args = p.parse_args()
     out = args.out / args.game
     out.mkdir(parents=True, exist_ok=True)
-    for seed in args.seeds:
-        sweep(args.game, out, seed, args)
+    for chunk in range(0, len(args.seeds), args.jobs):
+        sweep(args.game, out, args.seeds[chunk:chunk + args.jobs], args)
     report(out, args)
 
 
