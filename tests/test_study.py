@@ -435,3 +435,26 @@ def test_the_loop_gain_is_how_far_the_settling_batch_moves_per_error_in_the_read
     assert steep.self_consistent["total"].slope > 1 and steep.self_consistent["total"].loop_gain is None
     assert "gain unbounded (slope >= 1)" in self_consistent_lines([steep])[1]
 
+
+
+def test_the_cluster_clock_prices_each_logged_update_up_to_the_goal(capsys):
+    """A run whose return jumps to 500 at agent step 5,000 (one episode and one update a point, every 100 steps)
+    meets 475 when 19 of its last 20 episodes are 500: at step 6,800, its 68th update. Fixed at 160
+    observations on up to 4 nodes of 80 (2 nodes), a = 10 ms, b = 0.5 ms, c = 30 ms, an update costs
+    0.01 + 0.0005 * 160 / 2 + 0.03 = 0.08 s and 2 x 0.08 node-seconds, by hand."""
+    from rlscale.control.cluster_clock import ElasticCluster
+    from rlscale.reports.study import cluster_cost, print_cluster
+
+    a, b = 0.01, 0.0005
+    runs = [record(f"f{batch}-{s}", "fixed", batch // 5, 5_000, 0.01, update_seconds=a + b * batch)
+            for batch in (40, 160) for s in range(3)]
+    cluster = ElasticCluster(4, 80, 0.03)
+    wall, node_seconds = cluster_cost(runs[-1], 475.0, fixed_runs_cost(runs), cluster)
+    assert wall == pytest.approx(68 * 0.08) and node_seconds == pytest.approx(68 * 2 * 0.08)
+    assert cluster_cost(runs[-1], 600.0, fixed_runs_cost(runs), cluster) == (math.inf, math.inf)
+    print_cluster(runs, 475.0, nodes=4, node_envs=16, round_trip=0.03)
+    out = capsys.readouterr().out
+    # 40 observations: one node, 0.01 + 0.02 = 0.03 s an update, 68 of them: 2.04 s, the fastest and cheapest;
+    # 160: 5.44 s (2.67x) and 10.88 node-seconds (5.33x).
+    assert "fixed 40 lr 0.0007: 0.034 min, 0.0006 node-h; 1.00x the time and 1.00x the node-hours" in out
+    assert "fixed 160 lr 0.0007: 0.091 min, 0.0030 node-h; 2.67x the time and 5.33x the node-hours" in out

@@ -174,7 +174,7 @@ class BatchController:
         if not self._timed_and_cooled(current):
             return Decision(n_envs, lr, None, "timing this batch for the cost model")
         grow = may_grow and n_envs * self.cfg.max_resize_factor <= self.cfg.max_envs
-        if not grow and n_envs / self.cfg.max_resize_factor < self.cfg.min_envs and not may_grow:
+        if not may_grow and n_envs <= self.cfg.min_envs:  # nothing smaller to time, and no growing yet
             return Decision(n_envs, lr, None, NOTHING_LEARNED)
         target = current * (self.cfg.max_resize_factor if grow else 1.0 / self.cfg.max_resize_factor)
         decision = self._resize_toward(n_envs, noise_scale, current, target, lr,
