@@ -42,17 +42,20 @@ class GoalWindow:
         return mean is not None and mean >= goal
 
 
-def learning_began(first: tuple[float, float] | None, mean: float | None) -> bool:
-    """Whether a run has learned anything: its window's mean ``mean`` stands two standard errors above
-    its first full window's, ``first`` = (that window's mean, its returns' standard deviation).
+def learning_began(first: tuple[float, float] | None, now: tuple[float, float] | None) -> bool:
+    """Whether a run has learned anything: its goal window's mean stands two standard errors of the
+    difference above its first full window's. ``first`` and ``now`` are (mean, standard deviation) of
+    a full window of ``GOAL_WINDOW`` episodes, or None before there is one.
 
-    Before that, the gradient is mostly noise and the noise scale reads high (B_simple 2,000-9,000 on two
-    MinAtar games that learned nothing in 100 s): a controller that grows then buys nodes that buy nothing.
+    Both windows' errors count: a first window of zeros has none, and one lucky episode in the
+    next (a MinAtar Seaquest run's mean 0.0 -> 0.1) is not learning. Before the rise the gradient is
+    mostly noise and the noise scale reads high (B_simple 650-1,600 there): a controller that grows
+    then buys nodes that buy nothing.
     """
-    if first is None or mean is None:
+    if first is None or now is None:
         return False
-    first_mean, first_sd = first
-    return mean > first_mean + 2.0 * first_sd / GOAL_WINDOW ** 0.5
+    (first_mean, first_sd), (mean, sd) = first, now
+    return mean - first_mean > 2.0 * ((first_sd ** 2 + sd ** 2) / GOAL_WINDOW) ** 0.5
 
 
 def window_stats(window: GoalWindow) -> tuple[float, float] | None:

@@ -329,11 +329,17 @@ def test_where_growing_buys_machines_auto_does_not_grow_before_anything_is_learn
     assert floor.step(32, 2700.0, 1000, 7e-4, learned=False).reason == NOTHING_LEARNED
 
 
-def test_learning_began_two_standard_errors_above_the_first_window():
-    first = (10.0, 4.0)  # mean 10, sd 4 over 20 episodes: a standard error of 0.894
-    assert not learning_began(first, 10.0 + 2 * 4.0 / math.sqrt(20))
-    assert learning_began(first, 10.0 + 2 * 4.0 / math.sqrt(20) + 1e-6)
-    assert not learning_began(None, 100.0) and not learning_began(first, None)
+def test_learning_began_two_standard_errors_of_the_difference_above_the_first_window():
+    first = (10.0, 4.0)  # mean 10, sd 4 over 20 episodes
+    edge = 2 * math.sqrt((4.0 ** 2 + 3.0 ** 2) / 20)  # sd 3 now: the difference's standard error is 5 / sqrt(20)
+    assert not learning_began(first, (10.0 + edge, 3.0))
+    assert learning_began(first, (10.0 + edge + 1e-6, 3.0))
+    # A first window of zeros and one lucky episode of 2 in the next (MinAtar Seaquest): mean 0.1, sd 0.447,
+    # standard error 0.1, so the rise must exceed 0.2. Nineteen zeros and one 2 are not learning; a mean of 0.5 is.
+    lucky = GoalWindow([0.0] * 19 + [2.0])
+    assert not learning_began((0.0, 0.0), window_stats(lucky))
+    assert learning_began((0.0, 0.0), window_stats(GoalWindow([0.0] * 15 + [2.0] * 5)))
+    assert not learning_began(None, (100.0, 1.0)) and not learning_began(first, None)
     window = GoalWindow([1.0, 3.0] * 10)
     assert window_stats(window) == pytest.approx((2.0, np.std([1.0, 3.0] * 10, ddof=1)))
     assert window_stats(GoalWindow([1.0] * 19)) is None

@@ -58,7 +58,7 @@ class TrainState:
     base_lr: float = 0.0  # the controller's learning rate at the current batch, before annealing
     goals: dict[str, dict[str, float]] = field(default_factory=dict)  # first time each goal was met
     first_window: list[float] | None = None  # the first full goal window's mean and standard deviation
-    learned: bool = False  # the return has risen two standard errors above the first window's (auto's guard)
+    learned: bool = False  # the return has risen above the first window's (goals.learning_began: auto's guard)
 
     @classmethod
     def from_saved(cls, saved: dict[str, Any]) -> TrainState:
@@ -347,11 +347,11 @@ def note_learning(run: Run) -> None:
     if s.first_window is None:
         stats = window_stats(run.window)
         s.first_window = list(stats) if stats is not None else None
-    elif not s.learned and learning_began(tuple(s.first_window), run.window.full_mean):
+    elif not s.learned and learning_began(tuple(s.first_window), window_stats(run.window)):
         s.learned = True
         if run.controller.hold_until_learning and run.cfg.control.batch == "auto":
-            print(f"learning: mean return {run.window.full_mean:.1f} is above the first window's "
-                  f"{s.first_window[0]:.1f}; auto may now grow the batch", flush=True)
+            print(f"learning: mean return {run.window.full_mean:.2f} stands two standard errors above the first "
+                  f"window's {s.first_window[0]:.2f}; auto may now grow the batch", flush=True)
 
 
 def cluster_metrics(run: Run) -> dict[str, float]:
