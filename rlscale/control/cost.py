@@ -77,11 +77,15 @@ class CostModel:
     sizes_kept: int = 16
     min_spread: float = 1.25  # identified once the largest fitted size is this factor above the smallest
     timings: OrderedDict[float, deque[float]] = field(default_factory=OrderedDict)
+    # The last fit, as (fit,), until the timings change: the training loop reads it several times an
+    # update (the controller, the logged a and b, the cluster clock), each a median per batch size.
+    _fitted: tuple[Fit | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     def add(self, batch: float, seconds: float) -> None:
         """One update's time (collection and learning; not logging or checkpoints)."""
         if not (batch > 0 and math.isfinite(seconds) and seconds > 0):
             return
+        self._fitted = None
         times = self.timings.pop(batch, None) or deque(maxlen=self.window)
         times.append(seconds)
         self.timings[batch] = times  # most recently seen last
@@ -102,6 +106,11 @@ class CostModel:
         timings' noise may have put there (it holds on the first, times one larger
         batch on the second).
         """
+        if self._fitted is None:
+            self._fitted = (self._fit(),)
+        return self._fitted[0]
+
+    def _fit(self) -> Fit | None:
         pts = self.points()
         if len(pts) < 2 or max(p[0] for p in pts) < self.min_spread * min(p[0] for p in pts):
             return None
@@ -124,3 +133,4 @@ class CostModel:
 
     def load_state_dict(self, state: dict[str, list]) -> None:
         self.timings = OrderedDict((float(b), deque(t, maxlen=self.window)) for b, t in state["timings"])
+        self._fitted = None
