@@ -126,9 +126,7 @@ class BatchController:
             # of 734 resizes were taken on such fits, docs/results.md). Hold until more timings resolve it.
             return Decision(n_envs, lr, None, "cost model: per-update overhead (a = 0) not resolved, holding")
         if self.cfg.batch == "auto" and fit.unresolved:
-            if not may_grow:
-                return Decision(n_envs, lr, None, NOTHING_LEARNED)
-            return self._probe_larger(n_envs, noise_scale, current, lr)
+            return self._probe_larger(n_envs, noise_scale, current, lr, may_grow)
         critical = self.critical_batch(noise_scale)
         gain = 0.0
         if self.cfg.batch == "auto" and self.cluster is not None:
@@ -150,9 +148,7 @@ class BatchController:
             return Decision(n_envs, lr, target, "cooling down")
         if self.cfg.batch == "auto" and gain < self.cfg.min_gain:
             return Decision(n_envs, lr, target, f"B* {target:,.0f} only {gain:.1%} faster (< min_gain)")
-        if target > current and not may_grow:
-            return Decision(n_envs, lr, target, NOTHING_LEARNED)
-        return self._resize_toward(n_envs, noise_scale, current, target, lr, why)
+        return self._resize_toward(n_envs, noise_scale, current, target, lr, why, may_grow)
 
     def critical_batch(self, noise_scale: float) -> float:
         """The signal's estimate of B_crit: what the targets, B* and its predicted speed-up read."""
@@ -187,7 +183,8 @@ class BatchController:
         timed = len(self.cost.timings.get(current, ())) >= self.cost.min_samples
         return timed and self.observations_since_resize >= self.cfg.cooldown
 
-    def _probe_larger(self, n_envs: int, noise_scale: float, current: float, lr: float) -> Decision:
+    def _probe_larger(self, n_envs: int, noise_scale: float, current: float, lr: float,
+                      may_grow: bool = True) -> Decision:
         """The time did not grow with the batch (B* unbounded): time a larger batch, one factor up.
 
         Such a line is either noise or a real flat stretch (on 2 Ray actors, CartPole's 40 and 80
@@ -197,7 +194,7 @@ class BatchController:
         if not self._timed_and_cooled(current):
             return Decision(n_envs, lr, None, "cost model: the time did not grow with the batch; timing this one")
         return self._resize_toward(n_envs, noise_scale, current, current * self.cfg.max_resize_factor, lr,
-                                   "probe: the time did not grow with the batch; timing a larger one")
+                                   "probe: the time did not grow with the batch; timing a larger one", may_grow)
 
     def _replay(self, n_envs: int, lr: float) -> Decision:
         if self.schedule is None:
@@ -214,7 +211,8 @@ class BatchController:
                                                 f"after {self.agent_steps:,.0f} agent steps")
 
     def _resize_toward(self, n_envs: int, noise_scale: float, current: float, target: float, lr: float,
-                       why: str) -> Decision:
+                       why: str, may_grow: bool = True) -> Decision:
+        """Move toward ``target`` within the band, the factor and the bounds; ``may_grow`` False: shrink only."""
         ratio = target / current
         h = self.cfg.hysteresis
         if 1.0 / h <= ratio <= h:
@@ -228,6 +226,8 @@ class BatchController:
         if new_envs == n_envs:
             bound = "max_envs" if ratio > 1 else "min_envs"
             return Decision(n_envs, lr, target, f"at {bound}")
+        if new_envs > n_envs and not may_grow:  # where growing buys machines, not before anything is learned
+            return Decision(n_envs, lr, target, NOTHING_LEARNED)
         lr = self.lr_for(new_envs * self.observations_per_env, noise_scale, lr)
         self.observations_since_resize = 0.0
         direction = "grow" if new_envs > n_envs else "shrink"
