@@ -39,6 +39,8 @@ def sweep(game: str, out: Path, seeds: list[int], args: argparse.Namespace) -> N
     """One chunk of seeds: every fixed batch and every start, each at its rate, as Tune trials side by side."""
     common = ["--seeds", *map(str, seeds), "--max-concurrent", str(args.jobs),
               "--total-frames", str(args.total_frames), *[a for s in args.set for a in ("--set", s)]]
+    if args.env_id:
+        common += ["--set", f"env_id={args.env_id}"]
     if args.goals:
         common += ["--goals", *map(str, args.goals)]
     starts = [round(f * args.best) for f in args.starts]
@@ -79,7 +81,9 @@ def report(out: Path, args: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("game")
+    p.add_argument("game", help="preset the runs start from")
+    p.add_argument("--env-id", help="another game on the preset's settings, e.g. MinAtar/Asterix-v1")
+    p.add_argument("--name", help="the study's folder under --out (default: the preset's name)")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--best", type=float, required=True, help="the game's best fixed optimizer batch (1x)")
     p.add_argument("--starts", type=float, nargs="+", default=[0.125, 1.0, 8.0])
@@ -94,7 +98,7 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--set", action="append", default=[])
     args = p.parse_args()
-    out = args.out / args.game
+    out = args.out / (args.name or args.game)
     out.mkdir(parents=True, exist_ok=True)
     for chunk in range(0, len(args.seeds), args.jobs):
         sweep(args.game, out, args.seeds[chunk:chunk + args.jobs], args)
