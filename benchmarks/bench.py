@@ -71,6 +71,8 @@ from lean import lean_a2c, lean_ppo, pong_network, random_pong
 
 from rlscale import tags
 from rlscale.config import build_config
+from rlscale.engine.native import NativeEngine
+from rlscale.engine.threads import cores_busy_elsewhere
 from rlscale.envs.vector import probe_spec, sample_observations
 from rlscale.models.precision import (
     INFERENCE_CANDIDATES,
@@ -79,8 +81,6 @@ from rlscale.models.precision import (
     network_forward,
 )
 from rlscale.rollout.worker import RolloutWorker, sample_actions
-from rlscale.training.engine import NativeEngine
-from rlscale.training.threads import cores_busy_elsewhere
 
 
 def cpu_ms_per_step(run: Callable[[], int], seconds: float) -> float:
@@ -305,7 +305,7 @@ def phases_bound(engine: NativeEngine, repeats: int, row_phases: np.ndarray) -> 
 
 def threads_settled(engine: NativeEngine) -> Callable[[], bool] | None:
     """For ``timed``'s warm-up: whether the learner's thread governor has ended its first look (None where the
-    threads are held). A run's first look at one thread fewer comes ~20 s in (rlscale/training/threads.py), and
+    threads are held). A run's first look at one thread fewer comes ~20 s in (rlscale/engine/threads.py), and
     beside a busy process a 45-s row was otherwise half start-up at two threads, which an hour's run pays once."""
     governor = engine.threads
     return None if governor is None else lambda: governor.looked

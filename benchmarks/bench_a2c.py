@@ -59,7 +59,7 @@ from lean import lean_a2c, random_pong
 
 from rlscale.config import build_config
 from rlscale.distributed.ray_pool import RayPool
-from rlscale.training.engine import NativeEngine
+from rlscale.engine.native import NativeEngine
 
 
 def emulator(n_envs: int, seconds: float) -> Rate:

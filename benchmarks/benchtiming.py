@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
+from rlscale.engine.threads import machine_busy_ticks
 from rlscale.models.precision import bf16_units
-from rlscale.training.threads import machine_busy_ticks
 
 
 def interleaved_medians(variants: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
@@ -63,7 +63,7 @@ def busy_cpu_seconds() -> float:
 def busy_process(seconds_at_most: float = 3600.0) -> Iterator[None]:
     """One core kept busy by a Python loop, as a browser tab or an indexer would: another program's, not a
     child of this process (its launcher exits at once), since a run counts its own children's time as its
-    own at start-up (rlscale/training/threads.py, cores_busy_elsewhere). No parent waits for it, so it ends
+    own at start-up (rlscale/engine/threads.py, cores_busy_elsewhere). No parent waits for it, so it ends
     by itself after ``seconds_at_most``, should this process die before killing it."""
     loop = f"import time\nend = time.monotonic() + {seconds_at_most}\nwhile time.monotonic() < end: pass"
     launcher = subprocess.run(

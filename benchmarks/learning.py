@@ -54,7 +54,7 @@ from rlscale.config import FLAGS, SET_FLAG, cli_flag
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.goals import smoothed_returns
 from rlscale.reports.regression import compare, detection_power, verdict_line
-from rlscale.training.events import read_scalars
+from rlscale.rundir.events import read_scalars
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = Path(__file__).resolve().parent / "learning-reference.json"

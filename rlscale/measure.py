@@ -29,8 +29,8 @@ from typing import Any
 from rlscale.cli import Parser, interrupts_raise
 from rlscale.config import Config
 from rlscale.errors import UserError, exits_cleanly
-from rlscale.training import checkpoint
-from rlscale.training.branch import checkpoint_file, read_trunk
+from rlscale.rundir import checkpoint
+from rlscale.rundir.branch import checkpoint_file, read_trunk
 from rlscale.training.races import BranchRun, pooled_races, race_seed, read_reach, train_branch
 
 FORMAT = 1
@@ -101,7 +101,7 @@ def race_config(start: Start, seed: int) -> Config:
 def race(cfg: Config, learner: dict[str, Any], branch: BranchRun, cap_steps: float, goal: float,
          env_seed: int) -> BranchRun:
     """One race on an engine of its own, started from the checkpoint's network and optimizer state."""
-    from rlscale.training.engine import NativeEngine
+    from rlscale.engine.native import NativeEngine
 
     # A copy: the optimizer takes the state's tensors as its own and steps them in place, so a second race in
     # this process would otherwise start from where the first one ended.

@@ -39,9 +39,9 @@ from rlscale.cli import Parser, writable_dir
 from rlscale.config import Config, add_config_flags, build_config, parse_with_config, runs_root
 from rlscale.envs.vector import check_env_id
 from rlscale.errors import UserError, exits_cleanly
+from rlscale.rundir import checkpoint
+from rlscale.rundir.checkpoint import SUMMARY_FILE
 from rlscale.sweep import Trial, env_slug, trial_config
-from rlscale.training import checkpoint
-from rlscale.training.checkpoint import SUMMARY_FILE
 
 PBT_FILE = "pbt.json"
 SEGMENT_FILE = "segment.json"  # in each segment's run directory: what the member ran and what it cost
@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError("a PBT member's segments branch from checkpoints: the native engine with one learner "
                         "(not --backend rllib or --learners > 1)")
     if overrides.get("init_from"):
-        from rlscale.training.branch import load_branch_point, pinned
+        from rlscale.rundir.branch import load_branch_point, pinned
 
         overrides["init_from"] = pinned(overrides["init_from"])
         # A wrong trunk is one line now, not a failed member each.

@@ -39,8 +39,8 @@ from rlscale.config import (
 )
 from rlscale.envs.vector import check_env_id
 from rlscale.errors import UserError, exits_cleanly
-from rlscale.training.branch import load_branch_point, pinned
-from rlscale.training.checkpoint import SUMMARY_FILE
+from rlscale.rundir.branch import load_branch_point, pinned
+from rlscale.rundir.checkpoint import SUMMARY_FILE
 
 SWEEP_FILE = "sweep.json"
 

@@ -36,9 +36,9 @@ from rlscale.config import (
 )
 from rlscale.envs.vector import check_env_id
 from rlscale.errors import UserError, exits_cleanly
+from rlscale.rundir.branch import pinned
+from rlscale.rundir.checkpoint import CONFIG_FILE, SUMMARY_FILE
 from rlscale.training import trainer
-from rlscale.training.branch import pinned
-from rlscale.training.checkpoint import CONFIG_FILE, SUMMARY_FILE
 
 
 def default_run_dir(cfg: Config) -> Path:

@@ -176,7 +176,7 @@ def ray_instance():
 def busy_core(monkeypatch):
     """A context manager that keeps one core busy with a Python loop, as a browser tab or an indexer would:
     benchmarks/benchtiming.py's, another program's loop (not a child of this process, since a run counts its
-    own children's time as its own: rlscale/training/threads.py), which ends by itself after 10 minutes
+    own children's time as its own: rlscale/engine/threads.py), which ends by itself after 10 minutes
     (longer than any test) should this process die before killing it."""
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     from benchtiming import busy_process

@@ -17,9 +17,10 @@ import torch
 from rlscale import tags
 from rlscale.config import build_config, load_saved
 from rlscale.reports.runs import WINDOW_SAMPLES
-from rlscale.training import checkpoint, trainer
-from rlscale.training.branch import load_branch_point
-from rlscale.training.events import read_scalars
+from rlscale.rundir import checkpoint
+from rlscale.rundir.branch import load_branch_point
+from rlscale.rundir.events import read_scalars
+from rlscale.training import trainer
 from tests.conftest import run_in_process
 from tests.test_cli import assert_one_line_error
 

@@ -24,11 +24,11 @@ from rlscale.agents.gradients import GradientReport
 from rlscale.config import build_config
 from rlscale.control.noise import NoiseScaleEMA, estimate
 from rlscale.distributed.ray_learners import free_port
+from rlscale.engine.native import LEARNERS
 from rlscale.envs.vector import probe_spec
 from rlscale.models.nets import build_network
+from rlscale.rundir import checkpoint
 from rlscale.train import main
-from rlscale.training import checkpoint
-from rlscale.training.engine import LEARNERS
 from tests.floats import largest, sum_tolerance
 from tests.test_learner import random_batch
 from tests.test_noise import problem, true_noise_scale

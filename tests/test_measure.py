@@ -147,7 +147,7 @@ def test_only_the_training_loop_resizes_an_engine():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    allowed = {("rlscale/training/trainer.py", "engine"), ("rlscale/training/engine.py", "self.pool"),
+    allowed = {("rlscale/training/trainer.py", "engine"), ("rlscale/engine/native.py", "self.pool"),
                ("rlscale/rollout/worker.py", "self"), ("rlscale/rollout/worker.py", "self.worker"),
                ("rlscale/distributed/ray_pool.py", "self")}
     calls = set()

@@ -12,8 +12,8 @@ from rlscale.goals import GOAL_WINDOW, rolling_mean
 from rlscale.reports import plot as plot_module
 from rlscale.reports.plot import batch_lines
 from rlscale.reports.plot import main as plot_main
+from rlscale.rundir.events import CACHE_FILE, break_gaps, read_scalars
 from rlscale.train import main as train_main
-from rlscale.training.events import CACHE_FILE, break_gaps, read_scalars
 from rlscale.training.logger import RunLogger
 from tests.test_train import scalars
 

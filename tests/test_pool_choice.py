@@ -139,7 +139,7 @@ def test_a_pool_with_enough_timed_updates_keeps_taking_whole_turns_until_the_oth
     ({"address": "127.0.0.1:6379"}, False),
 ])
 def test_only_a_run_of_its_own_on_this_machine_times_the_pools(settings, timed, monkeypatch):
-    from rlscale.training.engine import pool_is_timed
+    from rlscale.engine.native import pool_is_timed
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     cfg = build_config("cartpole", None, settings)

@@ -11,11 +11,11 @@ import ray
 import torch
 
 from rlscale.config import build_config
+from rlscale.engine import native as engine_module
+from rlscale.engine.native import NativeEngine
 from rlscale.rollout import choice
 from rlscale.rollout.choice import MIN_TIMED, ProbeLimits
 from rlscale.rollout.worker import SerialPool
-from rlscale.training import engine as engine_module
-from rlscale.training.engine import NativeEngine
 
 
 @pytest.fixture

@@ -137,7 +137,7 @@ def test_ppo_bad_numbers(bad, tmp_path, capsys):
 
 def test_ppo_checkpoints_when_its_update_count_passes_each_multiple(tmp_path):
     """16 optimizer steps per batch never land on a multiple of 20 except every 5th batch; every pass counts."""
-    from rlscale.training.checkpoint import list_checkpoints
+    from rlscale.rundir.checkpoint import list_checkpoints
 
     run_dir = tmp_path / "ppo-ckpt"
     code = main(["cartpole", "--agent", "ppo", "--pool", "serial", "--n-envs", "4", "--set", "vector_size=2",

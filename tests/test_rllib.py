@@ -11,7 +11,7 @@ import pytest
 from rlscale.config import build_config
 from rlscale.errors import UserError
 from rlscale.integrations import rllib as integration
-from rlscale.training.checkpoint import list_checkpoints
+from rlscale.rundir.checkpoint import list_checkpoints
 from tests.conftest import interrupt_when, run_in_process, train_subprocess
 from tests.floats import largest, sum_tolerance
 

@@ -15,10 +15,10 @@ from rlscale.agents.ppo import PPOLearner
 from rlscale.agents.side_by_side import SideBySide, choose_pass_schedule
 from rlscale.api import settings_argv
 from rlscale.config import build_config
+from rlscale.engine.native import NativeEngine
 from rlscale.errors import UserError
 from rlscale.models.nets import build_network
 from rlscale.rollout.worker import flat_weights
-from rlscale.training.engine import NativeEngine
 from tests.conftest import run_in_process
 from tests.floats import largest, sum_tolerance
 from tests.test_gpu import CONV_POSITIONS

@@ -20,8 +20,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from rlscale import tags
 from rlscale.config import PRECONDITIONED_OPTIMIZERS, Config, load_saved
+from rlscale.rundir.checkpoint import CONFIG_FILE
 from rlscale.train import main
-from rlscale.training.checkpoint import CONFIG_FILE
 from rlscale.training.logger import BATCH_CHART, CHART_TAGS, NOISE_CHART, custom_scalars_layout
 from tests.conftest import ROOT
 from tests.test_train import REQUIRED_TAGS, charted, custom_scalars_charts

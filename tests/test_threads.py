@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlscale.training.threads import ThreadGovernor
+from rlscale.engine.threads import ThreadGovernor
 
 
 def drive(governor: ThreadGovernor, seconds_per_step, updates: int, start: float = 0.0,
@@ -135,11 +135,11 @@ def test_a_core_taken_by_another_program_drops_a_thread_at_once_after_the_machin
 
 
 def scripted_proc(monkeypatch, snapshots: list[dict], machine: list[int], clock: list[float]) -> list[int]:
-    """rlscale.training.threads reading scripted /proc snapshots, machine ticks (100 a second) and clock readings
+    """rlscale.engine.threads reading scripted /proc snapshots, machine ticks (100 a second) and clock readings
     in turn, its sleeps skipped; the returned list grows by one at each scan of the processes."""
     import types
 
-    from rlscale.training import threads
+    from rlscale.engine import threads
 
     scans: list[int] = []
     snapshots_left, machine_left, clock_left = iter(snapshots), iter(machine), iter(clock)
@@ -158,7 +158,7 @@ def scripted_proc(monkeypatch, snapshots: list[dict], machine: list[int], clock:
 
 def test_the_busy_elsewhere_reading_is_taken_at_most_every_few_seconds(monkeypatch):
     """A run reads it at each update (A2C's take ~0.1 s): /proc is read once per ``every`` seconds."""
-    from rlscale.training import threads
+    from rlscale.engine import threads
 
     me = os.getpid()
     scans = scripted_proc(monkeypatch, snapshots=[{me: (1, 1000, 0)}, {me: (1, 1100, 0)}, {me: (1, 1150, 0)}],
@@ -175,8 +175,8 @@ def test_the_busy_elsewhere_reading_is_taken_at_most_every_few_seconds(monkeypat
 def test_the_engine_hands_the_governor_what_it_reads_busy_elsewhere(monkeypatch):
     """Each update's learner time goes to the governor with the latest reading of the cores busy elsewhere."""
     from rlscale.config import build_config
-    from rlscale.training import engine as engine_module
-    from rlscale.training import threads
+    from rlscale.engine import native as engine_module
+    from rlscale.engine import threads
 
     # A governed learner without the Nature CNN's cost: CartPole's, given a team as a convolutional one gets.
     monkeypatch.setattr(engine_module, "default_learner_threads", lambda model, obs, cores: (2, "a team"))
@@ -251,9 +251,9 @@ def test_nothing_changes_while_the_run_settles():
 ])
 def test_the_start_up_thread_choice_beside_a_busy_process_is_the_quiet_choice(preset, rows, expected, busy_core):
     from rlscale.config import build_config
+    from rlscale.engine.threads import default_learner_threads
     from rlscale.envs.vector import probe_spec, sample_observations
     from rlscale.models.nets import build_network
-    from rlscale.training.threads import default_learner_threads
 
     cfg = build_config(preset, None, {})
     spec = probe_spec(cfg.env)
@@ -302,7 +302,7 @@ def test_a_governor_started_below_the_full_count_beside_a_busy_process_stays_the
 
 
 def test_a_process_trees_ticks_are_its_own_and_its_descendants():
-    from rlscale.training.threads import descendants, own_ticks
+    from rlscale.engine.threads import descendants, own_ticks
 
     # pid: (parent, ticks, start); 10 is the root, 11 and 12 its children, 13 a grandchild, 20 and 21 elsewhere.
     before = {1: (0, 5, 0), 10: (1, 100, 1), 11: (10, 30, 2), 12: (10, 7, 3), 13: (11, 4, 4), 20: (1, 50, 5),
@@ -324,7 +324,7 @@ def test_a_process_trees_ticks_are_its_own_and_its_descendants():
 
 
 def test_the_busy_elsewhere_reading_is_the_machines_busy_time_less_this_process_trees(monkeypatch):
-    from rlscale.training import threads
+    from rlscale.engine import threads
 
     me = os.getpid()
     scripted_proc(monkeypatch, snapshots=[{me: (1, 1000, 0), 42: (1, 0, 0)}, {me: (1, 1000 + 60, 0), 42: (1, 40, 0)}],
@@ -336,7 +336,7 @@ def test_the_busy_elsewhere_reading_is_the_machines_busy_time_less_this_process_
 @pytest.mark.timeout(60)
 @pytest.mark.skipif(not Path("/proc/stat").is_file(), reason="reads /proc")
 def test_a_core_busy_in_another_program_reads_as_busy_elsewhere_and_a_child_is_in_this_process_tree(busy_core):
-    from rlscale.training.threads import _process_ticks, cores_busy_elsewhere, own_ticks
+    from rlscale.engine.threads import _process_ticks, cores_busy_elsewhere, own_ticks
 
     with busy_core():
         assert cores_busy_elsewhere() >= 0.7  # the other worker of a test run may add to it, never take
@@ -358,7 +358,7 @@ def test_a_core_busy_in_another_program_reads_as_busy_elsewhere_and_a_child_is_i
                     reason="one busy core of two leaves one thread; reads /proc")
 def test_a_run_started_beside_another_programs_busy_core_starts_at_one_thread_and_says_why(busy_core):
     from rlscale.config import build_config
-    from rlscale.training.engine import NativeEngine
+    from rlscale.engine.native import NativeEngine
 
     # The default Pong PPO's passes (256 rows): a team of threads on a quiet machine.
     cfg = build_config("pong", "ppo", {"pool": "serial", "warmup_max_steps": 0,

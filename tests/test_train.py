@@ -18,8 +18,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from rlscale.config import build_config
 from rlscale.goals import GoalWindow
+from rlscale.rundir import checkpoint
 from rlscale.train import main
-from rlscale.training import checkpoint
 from rlscale.training.logger import NOISE_CHART, RunLogger, StepRate
 from rlscale.training.trainer import build, save_checkpoint, train_loop
 from tests.conftest import interrupt_when, train_subprocess

@@ -23,7 +23,6 @@ import re
 from pathlib import Path
 
 import numpy as np
-
 from rlscale.training.measure import BranchRun, pooled_races, read_reach
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from rlscale.control.cost import CostModel
-from rlscale.training.events import read_scalars
+from rlscale.rundir.events import read_scalars
 
 
 def replay(batches: np.ndarray, seconds: np.ndarray, sizes_kept: int) -> tuple[np.ndarray, float]:

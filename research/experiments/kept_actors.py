@@ -25,9 +25,9 @@ from unittest import mock
 import ray
 
 from rlscale.config import build_config
+from rlscale.engine import native as engine_module
+from rlscale.engine.native import NativeEngine
 from rlscale.rollout import choice
-from rlscale.training import engine as engine_module
-from rlscale.training.engine import NativeEngine
 
 
 def window(engine: NativeEngine, seconds: float) -> float:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from rlscale import tags
-from rlscale.training.events import read_scalars
+from rlscale.rundir.events import read_scalars
 
 # trunk dir -> (preset, trunk lr, {goal: the fork sweep's local B_crit}) from docs/results.md (the long form)
 FORKS = {

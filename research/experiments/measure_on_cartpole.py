@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 from rlscale import tags
-from rlscale.training.events import read_scalars
+from rlscale.rundir.events import read_scalars
 
 SERIAL = ["--serial", "--learner-threads", "1", "--learner-precision", "fp32", "--actor-precision", "fp32",
           "--log-interval", "600"]

@@ -27,8 +27,8 @@ from bench import cpu_kind  # noqa: E402
 from benchtiming import busy_process  # noqa: E402
 
 from rlscale.config import build_config  # noqa: E402
+from rlscale.engine.native import NativeEngine  # noqa: E402
 from rlscale.rollout.choice import BUDGET_SECONDS, MAX_TIMED, MIN_TIMED, ProbeLimits  # noqa: E402
-from rlscale.training.engine import NativeEngine  # noqa: E402
 
 
 def rates(engines: list[NativeEngine], seconds: float, window: float) -> list[float]:

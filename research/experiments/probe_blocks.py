@@ -19,10 +19,10 @@ import numpy as np
 
 from rlscale.config import build_config
 from rlscale.distributed.ray_pool import RayPool
+from rlscale.engine.native import NativeEngine
 from rlscale.envs.vector import probe_spec
 from rlscale.rollout.choice import time_pools
 from rlscale.rollout.worker import Batch, Pool, SerialPool
-from rlscale.training.engine import NativeEngine
 
 
 class Recorded:

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rlscale import tags
-from rlscale.training.events import read_scalars
+from rlscale.rundir.events import read_scalars
 
 SERIAL = ["--serial", "--learner-threads", "1", "--learner-precision", "fp32", "--actor-precision", "fp32",
           "--log-interval", "600", "--vector-size", "8", "--min-envs", "8", "--max-envs", "256"]

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from rlscale.goals import rolling_mean
-from rlscale.training.events import read_scalars
+from rlscale.rundir.events import read_scalars
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ import time
 
 from rlscale import tags
 from rlscale.config import build_config
-from rlscale.training.engine import NativeEngine
+from rlscale.engine.native import NativeEngine
 
 if __name__ == "__main__":
     summary_only = "--summary" in sys.argv

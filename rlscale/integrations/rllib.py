@@ -43,10 +43,10 @@ from rlscale import tags
 from rlscale.config import Config, EnvConfig
 from rlscale.control.noise import NoiseMeter, NoiseSample, estimate
 from rlscale.distributed.ray_pool import init_ray, notices_path
+from rlscale.engine.native import UpdateResult
 from rlscale.envs.vector import NativeAtariEnv
 from rlscale.errors import UserError
 from rlscale.rollout.worker import ResizeReport
-from rlscale.training.engine import UpdateResult
 
 SUPPORTED_RLLIB = ((2, 60), (3, 0))  # [lowest tested, first unsupported)
 GROUP_COLUMN = "rlscale_env"  # batch column: global id of the environment that played the row

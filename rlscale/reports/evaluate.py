@@ -33,7 +33,7 @@ from rlscale.errors import UserError, exits_cleanly
 from rlscale.models.nets import ActorCritic, build_network, sample_actions
 from rlscale.models.precision import has_convolutions
 from rlscale.reports.video import VIDEO_SUFFIXES, GifWriter, VideoWriter, open_video
-from rlscale.training import checkpoint
+from rlscale.rundir import checkpoint
 
 ATARI_EPISODE_FRAMES = 108_000
 
@@ -127,7 +127,7 @@ def evaluate(agent: Agent, episodes: int, deterministic: bool = False, seed: int
     result = Evaluation([])
     recording = video is not None
     # A small network's passes on a team of threads wait for the slowest: beside a busy process one
-    # CartPole evaluation took 10.7 s on two threads and 0.42 s on one (rlscale/training/threads.py).
+    # CartPole evaluation took 10.7 s on two threads and 0.42 s on one (rlscale/engine/threads.py).
     # The caller's thread count comes back afterwards (a training run measuring by return plays here).
     threads = torch.get_num_threads()
     if not has_convolutions(agent.model):

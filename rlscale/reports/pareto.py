@@ -69,8 +69,8 @@ from rlscale.reports.runs import (
     optimizer_batch,
     variant_of,
 )
-from rlscale.training.branch import checkpoint_file
-from rlscale.training.checkpoint import step_of
+from rlscale.rundir.branch import checkpoint_file
+from rlscale.rundir.checkpoint import step_of
 
 
 @dataclass

@@ -18,7 +18,7 @@ from rlscale import tags
 from rlscale.cli import Parser
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.goals import GOAL_WINDOW, rolling_mean
-from rlscale.training.events import break_gaps, read_scalars
+from rlscale.rundir.events import break_gaps, read_scalars
 
 # One color per noise scale (tags.SIGNALS), the same in every report's plots.
 SIGNAL_COLORS = {"total": "tab:blue", "policy": "tab:red", "value": "tab:green",

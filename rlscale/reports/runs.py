@@ -22,8 +22,8 @@ from rlscale.config import Config, ControlConfig, NoiseConfig, load_saved
 from rlscale.control.noise import equilibrium_grad_sq
 from rlscale.errors import UserError
 from rlscale.goals import GOAL_WINDOW, first_crossing, smoothed_returns, value_at
-from rlscale.training.checkpoint import CONFIG_FILE, SUMMARY_FILE
-from rlscale.training.events import read_scalars
+from rlscale.rundir.checkpoint import CONFIG_FILE, SUMMARY_FILE
+from rlscale.rundir.events import read_scalars
 
 # Measurements per window when a run's noise scale is averaged over training (RunRecord.mean_noise_scale).
 WINDOW_SAMPLES = 16

@@ -1,1 +1,1 @@
-"""The one training loop, its engines, checkpoints and logger."""
+"""The one training loop: it steps the engine and the controller, logs, and checkpoints."""

@@ -25,6 +25,7 @@ from rlscale.control.cluster_clock import ClusterClock
 from rlscale.control.controller import BatchController
 from rlscale.control.cost import Fit, predicted_speedup
 from rlscale.control.schedule import Schedule
+from rlscale.engine.native import Engine, NativeEngine, UpdateResult
 from rlscale.errors import ActorFailures, UserError
 from rlscale.goals import (
     GOAL_WINDOW,
@@ -34,12 +35,11 @@ from rlscale.goals import (
     learning_began,
     window_stats,
 )
-from rlscale.training import checkpoint
-from rlscale.training.branch import BranchPoint, load_branch_point
-from rlscale.training.checkpoint import CONFIG_FILE, SUMMARY_FILE
-from rlscale.training.engine import Engine, NativeEngine, UpdateResult
+from rlscale.rundir import checkpoint
+from rlscale.rundir.branch import BranchPoint, load_branch_point
+from rlscale.rundir.checkpoint import CONFIG_FILE, SUMMARY_FILE
+from rlscale.rundir.replay import describe, load_schedule
 from rlscale.training.logger import RunLogger, StepRate
-from rlscale.training.replay import describe, load_schedule
 
 # Consecutive non-finite updates after which the run stops (with a checkpoint).
 MAX_SKIPPED_IN_A_ROW = 20

@@ -27,18 +27,18 @@ from rlscale.agents.learner import Learner, resolve_device
 from rlscale.agents.registry import LEARNERS
 from rlscale.config import Config
 from rlscale.control.noise import NoiseMeter
-from rlscale.envs.vector import EnvSpec, probe_spec, sample_observations
-from rlscale.models.nets import build_network
-from rlscale.models.precision import PrecisionChoice, choose_precision, has_convolutions
-from rlscale.rollout.choice import PoolChoice, ProbeLimits, probe
-from rlscale.rollout.worker import Pool, ResizeReport, SerialPool
-from rlscale.training.threads import (
+from rlscale.engine.threads import (
     BUSY_ELSEWHERE_CORES,
     BusyElsewhere,
     ThreadGovernor,
     cores_busy_elsewhere,
     default_learner_threads,
 )
+from rlscale.envs.vector import EnvSpec, probe_spec, sample_observations
+from rlscale.models.nets import build_network
+from rlscale.models.precision import PrecisionChoice, choose_precision, has_convolutions
+from rlscale.rollout.choice import PoolChoice, ProbeLimits, probe
+from rlscale.rollout.worker import Pool, ResizeReport, SerialPool
 
 if TYPE_CHECKING:
     from rlscale.distributed.ray_learners import LearnerGroup
@@ -160,7 +160,7 @@ class NativeEngine:
         rows = _pass_rows(cfg, n_envs, model, device)
         pass_obs = functools.cache(lambda: torch.from_numpy(sample_observations(spec, rows)).to(device))
         # --learner-threads 0 on a CPU: one thread for a small learner, else every core, fewer while
-        # another process holds one (rlscale/training/threads.py).
+        # another process holds one (rlscale/engine/threads.py).
         self.threads_why = "set"
         threads = cfg.run.learner_threads
         if not threads:

@@ -14,8 +14,8 @@ from rlscale import tags
 from rlscale.config import Config, load_saved, spelled
 from rlscale.control.schedule import Schedule
 from rlscale.errors import UserError
-from rlscale.training.checkpoint import CONFIG_FILE
-from rlscale.training.events import read_scalars
+from rlscale.rundir.checkpoint import CONFIG_FILE
+from rlscale.rundir.events import read_scalars
 
 
 def load_schedule(cfg: Config) -> Schedule:

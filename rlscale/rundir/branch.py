@@ -18,7 +18,7 @@ from typing import Any
 
 from rlscale.config import Config, loads_saved
 from rlscale.errors import UserError
-from rlscale.training import checkpoint
+from rlscale.rundir import checkpoint
 
 # What the trunk and its branches must share for the trunk's state to mean the same in the branch.
 SHARED = {"env_id": ("env", "env_id"), "algo": ("agent", "algo"), "network": ("agent", "network"),
