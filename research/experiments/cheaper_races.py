@@ -23,7 +23,8 @@ import re
 from pathlib import Path
 
 import numpy as np
-from rlscale.training.measure import BranchRun, pooled_races, read_reach
+
+from rlscale.training.races import BranchRun, pooled_races, read_reach
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 BATCHES = (40, 80, 160, 320, 640, 1280)

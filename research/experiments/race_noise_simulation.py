@@ -6,7 +6,7 @@ unbiased and scatter as measured: a simulation of the read-out alone (research/n
 The truth is eq. 2.11, E(B) = E_min (1 + B/B_crit), at the MinAtar forks' six batches (40-1,280) with B_crit 600.
 A race's examples to the goal are the truth times e^N(0, sd^2) (sd of log examples: 0.43 for eight races at
 SpaceInvaders' batch 160, 0.55 for eight runs from its trunk); a batch's races are pooled by geometric mean and
-B_crit is read by the mode's own read-out (``rlscale.training.measure.read_reach``: ``fit_pareto`` in log space).
+B_crit is read by the mode's own read-out (``rlscale.training.races.read_reach``: ``fit_pareto`` in log space).
 The reference is a sweep simulated alike with eight seeds a batch, read by the same fit; a reading is "within
 2x" when it lies within a factor 2 of that sweep's reading, as docs/results.md judges them.
 """
