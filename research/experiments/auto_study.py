@@ -15,6 +15,9 @@ resumes. When every seed is done it writes the reports beside the runs:
         --set noise_groups=2
     python research/experiments/auto_study.py minatar-breakout --out runs/auto-study --best 320 --lrs 2.24e-2 \
         --lr-alpha 0.5 --fixed 40 80 160 320 640 2560 --goals 5 8 11 14 --seeds 10 11 12 13 14 ...
+
+``--auto-set crit_ratio=7`` adds a variant of ``auto`` from the same starts (``two-core-variant/``, reported in
+study.txt beside the others); ``--only-variant`` runs just that arm where the others are done.
 """
 
 from __future__ import annotations
@@ -56,6 +59,12 @@ def sweep(game: str, out: Path, seeds: list[int], args: argparse.Namespace) -> N
                  for b in starts]
         runs += [["--auto-from", str(b), "--lrs", *map(str, lr_for(b, args)), "--cluster-nodes", str(args.nodes),
                   "--sweep-dir", str(out / "cluster")] for b in starts]
+    if args.auto_set:  # a variant of auto from the same starts, in its own folder (its trials share auto's names)
+        variant = [a for s in args.auto_set for a in ("--set", s)]
+        runs += [["--auto-from", str(b), "--lrs", *map(str, lr_for(b, args)), *variant,
+                  "--sweep-dir", str(out / "two-core-variant")] for b in starts]
+    if args.only_variant:
+        runs = [r for r in runs if str(out / "two-core-variant") in r]
     for extra in runs:
         command = [PYTHON, "-m", "rlscale.sweep", game, *extra, *common]
         print(f"[{time.strftime('%H:%M:%S')}] seeds {seeds}: {' '.join(command[1:])}", flush=True)
@@ -64,8 +73,9 @@ def sweep(game: str, out: Path, seeds: list[int], args: argparse.Namespace) -> N
 
 def report(out: Path, args: argparse.Namespace) -> None:
     goals = ["--goals", *map(str, args.goals)] if args.goals else []
+    two_core = [str(out / "two-core")] + ([str(out / "two-core-variant")] if args.auto_set else [])
     for name, command in (
-        ("study.txt", [["rlscale.reports.study", str(out / "two-core"), *goals],
+        ("study.txt", [["rlscale.reports.study", *two_core, *goals],
                        ["rlscale.reports.study", str(out / "two-core"), str(out / "cluster"), *goals,
                         "--cluster-nodes", str(args.nodes), "--out", str(out / "study-cluster.png")]]),
         ("oracle.txt", [["rlscale.reports.oracle", str(out / "two-core"), *goals, "--round-trip", "0.03",
@@ -97,6 +107,10 @@ def main() -> None:
     p.add_argument("--node-batch", type=float, required=True, help="observations one node carries (oracle)")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--set", action="append", default=[])
+    p.add_argument("--auto-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="also run auto from each start with these settings (e.g. crit_ratio=7), in two-core-variant/")
+    p.add_argument("--only-variant", action="store_true",
+                   help="run only the --auto-set arm (the other arms are already done)")
     args = p.parse_args()
     out = args.out / (args.name or args.game)
     out.mkdir(parents=True, exist_ok=True)
