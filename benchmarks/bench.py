@@ -228,7 +228,7 @@ def schedule_of(engine: NativeEngine) -> str:
     at the end (the governor may have changed them), and whether the phases overlap."""
     threads = engine.threads.kept if engine.threads is not None else torch.get_num_threads()
     return (f"{engine.describe()}; {threads} learner thread{'s' if threads > 1 else ''} kept at the end; "
-            f"{'rollout overlapped with the learner' if engine.cfg.run.overlap else 'rollout, then learner'}")
+            f"{'rollout overlapped with the learner' if engine.cfg.pool.overlap else 'rollout, then learner'}")
 
 
 @dataclass(frozen=True)
@@ -275,13 +275,13 @@ def phases_bound(engine: NativeEngine, repeats: int, row_phases: np.ndarray) -> 
     """``Bound`` for an engine of Ray actors, timed after its row (the learner's parameters move on);
     ``row_phases``: the row's updates' (agent steps, rollout, acting, learner) seconds."""
     cfg = engine.cfg
-    if cfg.run.in_this_process or cfg.run.overlap:
+    if cfg.pool.in_this_process or cfg.pool.overlap:
         raise ValueError("the bound is the Ray actors' collect-then-learn schedule's")
     share = max(engine.pool.vector_envs_per_worker) * engine.pool.vector_size
     weights = engine.learner.flat_weights()  # the actors' and the in-process share's (timing, not learning)
     batch = engine.pool.collect(weights)
     inference = engine.pool.inference()[0]
-    actor_cfg = replace(cfg, run=replace(cfg.run, actor_precision=inference.precision,
+    actor_cfg = replace(cfg, pool=replace(cfg.pool, actor_precision=inference.precision,
                                          actor_channels_last=inference.channels_last))
     threads = torch.get_num_threads()
     worker: RolloutWorker | None = None
@@ -290,7 +290,7 @@ def phases_bound(engine: NativeEngine, repeats: int, row_phases: np.ndarray) -> 
         # thread fewer once, ~20 s in, and goes back after its trial).
         torch.set_num_threads(engine.threads.kept if engine.threads is not None else threads)
         learner = mean_seconds(lambda: engine.learner.update(batch, cfg.agent.lr), repeats)
-        worker = RolloutWorker(actor_cfg, probe_spec(cfg.env), cfg.run.seed, 1, share)  # one thread, as an actor
+        worker = RolloutWorker.of_run(actor_cfg, probe_spec(cfg.env), cfg.run.seed, torch_threads=1, inference_rows=share)  # one thread, as an actor
         size = cfg.env.vector_size
         for i in range(share // size):
             worker.add_vector_env(list(range(i * size, (i + 1) * size)), i)
@@ -333,9 +333,9 @@ def rlscale_default(algo: str, seconds: float, n_envs: int, overrides: dict | No
         steps, rollout, acting, learner = np.median(row_phases, axis=0)
         schedule = schedule_of(engine)
         # The bound is the actors' schedule's; a row whose start-up chose the serial pool has no Ray to lose.
-        timed_bound = bound_repeats and not engine.cfg.run.in_this_process
+        timed_bound = bound_repeats and not engine.cfg.pool.in_this_process
         bound = phases_bound(engine, bound_repeats, row_phases) if timed_bound else None
-        return rate, engine.cfg.run.learner_precision, Split(int(steps), float(rollout), float(acting),
+        return rate, engine.cfg.learner.learner_precision, Split(int(steps), float(rollout), float(acting),
                                                              float(learner)), schedule, bound
     finally:
         engine.close()

@@ -78,7 +78,7 @@ def rlscale_loop(n_envs: int, seconds: float, serial: bool = False, measure: boo
     cfg = build_config("pong", "a2c", {"n_envs": n_envs, "warmup_max_steps": 0, "max_envs": max(256, n_envs),
                                       **{k: v for k, v in settings.items() if v is not None}})
     engine = NativeEngine(cfg, n_envs)
-    if cfg.run.actor_precision == "auto":
+    if cfg.pool.actor_precision == "auto":
         print(f"    actors: {engine.pool.describe_inference()}", flush=True)
     try:
         rate = timed(lambda: engine.update(cfg.agent.lr).agent_steps, seconds, settled=threads_settled(engine))

@@ -78,7 +78,7 @@ def pass_scan(repeats: int) -> None:
     for n_envs in (32, 128, 256):
         batch, spec = pong_batch(n_envs)
         learners = {
-            rows: A2CLearner(build_network(spec, "auto", 64),
+            rows: A2CLearner.from_config(build_network(spec, "auto", 64),
                              build_config("pong", "a2c", {"n_envs": n_envs, "measure_noise": False,
                                                          "learner_chunk_rows": rows}))
             for rows in (40, 80, 160, 320, 640, 1280) if rows <= batch.size
@@ -115,7 +115,7 @@ def main() -> None:
             config = {"measure_curvature": "metrics" in name,
                       **{k: v for k, v in overrides.items() if k not in (SHARED_PASS, ALWAYS_GRAM)}}
             torch.manual_seed(1)  # the same weights for every variant
-            learner = A2CLearner(build_network(spec, "auto", 64),
+            learner = A2CLearner.from_config(build_network(spec, "auto", 64),
                                  build_config("pong", "a2c", {"n_envs": n_envs, **config}))
             learner.route.shared_pass = overrides.get(SHARED_PASS, learner.route.shared_pass)
             learners[name] = learner

@@ -86,7 +86,7 @@ def main() -> None:
     learners = {}
     for name, overrides in variants.items():
         torch.manual_seed(1)
-        learners[name] = PPOLearner(build_network(spec, "auto", 64).to(device),
+        learners[name] = PPOLearner.from_config(build_network(spec, "auto", 64).to(device),
                                     build_config("pong", "ppo", {"learner_precision": args.precision, **overrides}))
     if device.type == "cpu" and torch.get_num_threads() > 1:  # the engine's --learner-passes, set here
         learners["rlscale default, side by side"].share_passes(

@@ -206,11 +206,28 @@ class ControlConfig:
 
 @dataclass
 class RunConfig:
+    """Where the run lives and when it stops: its seed, directory, engine, cluster and checkpoints."""
+
     seed: int = opt(0, "random seed")
     run_dir: str = opt("", "run directory (default: <runs root>/<env>-<algo>-<time>; the root is ./runs, "
                          f"~/rlscale-runs inside a Ray job, or ${RUNS_ROOT_VARIABLE})")
     backend: str = opt("native", "training engine: native (rlscale's Ray actor pool) or rllib "
                        "(RLlib PPO; needs pip install 'rlscale[rllib]')", ("native", "rllib"))
+    address: str = opt("", "Ray cluster to join: auto or HOST:PORT (default: $RAY_ADDRESS, which Ray "
+                            "sets in a Ray job; else a Ray of the run's own)")
+    log_interval: float = opt(10.0, "seconds between console progress lines")
+    checkpoint_every: int = opt(500, "optimizer steps between checkpoints (PPO takes epochs x minibatches per batch)")
+    keep_checkpoints: int = opt(3, "checkpoints kept on disk")
+    stop_return: float = opt(math.inf, f"stop once the mean return of the last {GOAL_WINDOW} episodes reaches this")
+    init_from: str = opt("", "start from another run's checkpoint (its run directory: the latest; or a ckpt-*.pt "
+                         "file): its network and optimizer state, with this run's batch, learning rate and seed, "
+                         "counters from zero (branching a run into batch sizes: docs/batch-control.md)")
+
+
+@dataclass
+class PoolConfig:
+    """Where the environments step: the rollout pool, its actors and their precision."""
+
     pool: str = opt("auto", "where the environments step: actors (Ray actors, --n-actors of them), serial (this "
                     "process, no Ray), or auto: on one machine the faster of the two, timed at start-up on the "
                     "run's own updates (~2-20 s, then the kept pool's environments are built afresh; again on "
@@ -218,14 +235,30 @@ class RunConfig:
                     "a cluster, in a Ray this process already runs, and with --envs-per-actor, --learners or "
                     "--overlap. Only the actors survive a crashing environment (a new actor replaces it)",
                     ("auto", "actors", "serial"))
-    address: str = opt("", "Ray cluster to join: auto or HOST:PORT (default: $RAY_ADDRESS, which Ray "
-                            "sets in a Ray job; else a Ray of the run's own)")
     n_actors: int = opt(2, "Ray rollout actors (a fixed set; see --envs-per-actor)")
     envs_per_actor: int = opt(0, "elastic rollout actors: at most this many environments each, so the pool "
                               "adds and retires actors (1 CPU each) as the batch changes and asks the Ray "
                               "autoscaler for their CPUs (0: the fixed --n-actors)")
     overlap: bool = opt(False, "actors collect the next batch while the learner trains on this one "
                         "(a policy lag of one update; with --pool serial the same lag without the concurrency)")
+    actor_precision: str = opt("auto", "rollout actors' forward passes: fp32, bf16 autocast, or auto: each actor "
+                               "times fp32 and bf16 in both memory layouts at start-up on its own node and takes "
+                               "the fastest whose outputs match fp32's (rlscale/precision.py)",
+                               ("auto", "fp32", "bf16"))
+    actor_channels_last: bool = opt(False, "actors' convolutions in channels-last memory format "
+                                    "(with --actor-precision auto the layout is timed too, and this is ignored)")
+    max_actor_failures: int = opt(10, "rollout actor deaths tolerated before the run stops")
+
+    @property
+    def in_this_process(self) -> bool:
+        """The environments step in this process (--pool serial)."""
+        return self.pool == "serial"
+
+
+@dataclass
+class LearnerConfig:
+    """How the learner computes an update: its processes, threads, device, precision and passes."""
+
     learners: int = opt(1, "data-parallel learner processes (Ray actors, one torch.distributed group; each takes "
                         "whole environments of the batch and the noise scale comes from their local gradients)")
     learner_threads: int = opt(0, "torch threads of the learner (0: a convolutional network all cores, one fewer "
@@ -250,28 +283,9 @@ class RunConfig:
                               "(rlscale/agents/side_by_side.py; a start beside a busy process favours it); the "
                               "native engine's one CPU learner of 2 or more threads only, others keep the team",
                               ("team", "auto", "side-by-side"))
-    actor_precision: str = opt("auto", "rollout actors' forward passes: fp32, bf16 autocast, or auto: each actor "
-                               "times fp32 and bf16 in both memory layouts at start-up on its own node and takes "
-                               "the fastest whose outputs match fp32's (rlscale/precision.py)",
-                               ("auto", "fp32", "bf16"))
-    actor_channels_last: bool = opt(False, "actors' convolutions in channels-last memory format "
-                                    "(with --actor-precision auto the layout is timed too, and this is ignored)")
     learner_chunk_rows: int = opt(0, "rows per learner forward/backward pass, gradients summed over the "
                                   "passes (0 = auto: about 128 rows (PPO: 256) for convolutional networks on CPU, "
                                   "otherwise the whole batch)")
-    log_interval: float = opt(10.0, "seconds between console progress lines")
-    checkpoint_every: int = opt(500, "optimizer steps between checkpoints (PPO takes epochs x minibatches per batch)")
-    keep_checkpoints: int = opt(3, "checkpoints kept on disk")
-    max_actor_failures: int = opt(10, "rollout actor deaths tolerated before the run stops")
-    stop_return: float = opt(math.inf, f"stop once the mean return of the last {GOAL_WINDOW} episodes reaches this")
-    init_from: str = opt("", "start from another run's checkpoint (its run directory: the latest; or a ckpt-*.pt "
-                         "file): its network and optimizer state, with this run's batch, learning rate and seed, "
-                         "counters from zero (branching a run into batch sizes: docs/batch-control.md)")
-
-    @property
-    def in_this_process(self) -> bool:
-        """The environments step in this process (--pool serial)."""
-        return self.pool == "serial"
 
 
 SECTIONS: dict[str, type] = {
@@ -279,6 +293,8 @@ SECTIONS: dict[str, type] = {
     "agent": AgentConfig,
     "noise": NoiseConfig,
     "control": ControlConfig,
+    "pool": PoolConfig,
+    "learner": LearnerConfig,
     "run": RunConfig,
 }
 
@@ -289,6 +305,8 @@ class Config:
     agent: AgentConfig = field(default_factory=AgentConfig)
     noise: NoiseConfig = field(default_factory=NoiseConfig)
     control: ControlConfig = field(default_factory=ControlConfig)
+    pool: PoolConfig = field(default_factory=PoolConfig)
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
     @property
@@ -315,7 +333,7 @@ class Config:
     @property
     def pool_unit(self) -> int:
         """Environments come and go in multiples of this: a vector env, or one per RLlib env runner."""
-        return self.run.n_actors if self.run.backend == "rllib" else self.env.vector_size
+        return self.pool.n_actors if self.run.backend == "rllib" else self.env.vector_size
 
     @property
     def score_goals(self) -> list[float]:
@@ -341,6 +359,7 @@ class Config:
     def _check_ranges(self) -> None:
         """Each setting on its own: positive, non-negative or within its interval."""
         e, a, n, c, r = self.env, self.agent, self.noise, self.control, self.run
+        p, lrn = self.pool, self.learner
         positive = {
             "n_envs": e.n_envs, "vector_size": e.vector_size, "total_frames": e.total_frames,
             "frame_skip": e.frame_skip, "max_episode_frames": e.max_episode_frames,
@@ -348,8 +367,8 @@ class Config:
             "clip_coef": a.clip_coef, "optim_eps": a.optim_eps, "mlp_hidden": a.mlp_hidden,
             "noise_groups": n.noise_groups, "noise_horizon": n.noise_horizon, "curvature_every": n.curvature_every,
             "r": c.r, "crit_ratio": c.crit_ratio, "min_envs": c.min_envs, "max_envs": c.max_envs,
-            "cluster_node_envs": c.cluster_node_envs, "n_actors": r.n_actors,
-            "learners": r.learners,
+            "cluster_node_envs": c.cluster_node_envs, "n_actors": p.n_actors,
+            "learners": lrn.learners,
             "log_interval": r.log_interval, "checkpoint_every": r.checkpoint_every,
             "keep_checkpoints": r.keep_checkpoints,
         }
@@ -364,10 +383,10 @@ class Config:
             "noise_parts_every": n.noise_parts_every, "noise_minibatches": n.noise_minibatches, "cooldown": c.cooldown,
             "noise_settle": n.noise_settle, "cluster_nodes": c.cluster_nodes,
             "cluster_round_trip": c.cluster_round_trip, "cluster_slack": c.cluster_slack,
-            "learner_threads": r.learner_threads, "lr_alpha": c.lr_alpha, "min_gain": c.min_gain,
-            "envs_per_actor": r.envs_per_actor,
-            "learner_chunk_rows": r.learner_chunk_rows,
-            "max_actor_failures": r.max_actor_failures,
+            "learner_threads": lrn.learner_threads, "lr_alpha": c.lr_alpha, "min_gain": c.min_gain,
+            "envs_per_actor": p.envs_per_actor,
+            "learner_chunk_rows": lrn.learner_chunk_rows,
+            "max_actor_failures": p.max_actor_failures,
         }
         for name, value in non_negative.items():
             if not (value >= 0 and math.isfinite(value)):
@@ -417,33 +436,34 @@ class Config:
     def _check_engine(self) -> None:
         """Where the run trains: the engine, its pool and learners, and what the noise scale needs of them."""
         e, a, n, c, r = self.env, self.agent, self.noise, self.control, self.run
-        if r.overlap and r.backend != "native":
+        p, lrn = self.pool, self.learner
+        if p.overlap and r.backend != "native":
             raise UserError("--overlap is an option of the native engine (drop --backend rllib)")
-        if r.envs_per_actor and (r.in_this_process or r.backend != "native"):
+        if p.envs_per_actor and (p.in_this_process or r.backend != "native"):
             raise UserError("--envs-per-actor sizes the native engine's Ray actor pool (drop --pool serial "
                             "and --backend)")
-        if r.envs_per_actor % e.vector_size:
-            raise UserError(f"--envs-per-actor ({r.envs_per_actor}) must be a multiple of "
+        if p.envs_per_actor % e.vector_size:
+            raise UserError(f"--envs-per-actor ({p.envs_per_actor}) must be a multiple of "
                             f"vector_size ({e.vector_size})")
-        if r.init_from and (r.backend != "native" or r.learners > 1):
+        if r.init_from and (r.backend != "native" or lrn.learners > 1):
             raise UserError("--init-from starts the native engine's one learner from a checkpoint "
                             "(drop --backend rllib and --learners)")
-        if r.learners > 1 and r.backend != "native":
+        if lrn.learners > 1 and r.backend != "native":
             raise UserError("--learners is an option of the native engine (drop --backend rllib)")
-        if r.learners > 1 and r.in_this_process:
+        if lrn.learners > 1 and p.in_this_process:
             raise UserError("--learners runs its learners as Ray actors; drop --pool serial")
-        if r.learner_passes != "team" and (r.backend != "native" or r.learners > 1):
+        if lrn.learner_passes != "team" and (r.backend != "native" or lrn.learners > 1):
             raise UserError("learner_passes shares the native engine's one learner's threads "
                             "(drop --backend rllib and --learners)")
-        if r.learner_compile == "on" and r.learner_passes == "side-by-side":
+        if lrn.learner_compile == "on" and lrn.learner_passes == "side-by-side":
             raise UserError("learner_passes side-by-side runs the passes eager (torch.compile is not "
                             "thread-safe): drop learner_compile on")
-        if r.learner_compile == "on" and (r.backend != "native" or r.learners > 1):
+        if lrn.learner_compile == "on" and (r.backend != "native" or lrn.learners > 1):
             raise UserError("learner_compile on compiles the native engine's one learner "
                             "(drop --backend rllib and --learners, or use auto)")
         fewest = e.n_envs if c.batch == "fixed" else min(e.n_envs, c.min_envs)  # the run may ever have
-        if r.learners > fewest:
-            raise UserError(f"--learners ({r.learners}) exceeds the {fewest} environments the run may have "
+        if lrn.learners > fewest:
+            raise UserError(f"--learners ({lrn.learners}) exceeds the {fewest} environments the run may have "
                             "(each learner takes whole environments); raise --n-envs/--min-envs")
         if a.algo == "ppo" and a.n_minibatches > e.n_envs * a.n_steps:
             raise UserError(f"--n-minibatches ({a.n_minibatches}) exceeds the batch ({e.n_envs * a.n_steps})")
@@ -458,6 +478,7 @@ class Config:
     def _check_metric_signal(self) -> None:
         """--signal precond/hessian/precond_hessian needs what measures them: rlscale's own single learner."""
         a, n, c, r = self.agent, self.noise, self.control, self.run
+        lrn = self.learner
         why = None
         if c.signal in ("precond", "precond_hessian") and a.optimizer not in PRECONDITIONED_OPTIMIZERS:
             why = f"--optimizer {a.optimizer} has no preconditioner; use one of {', '.join(PRECONDITIONED_OPTIMIZERS)}"
@@ -465,7 +486,7 @@ class Config:
             why = "it is measured with --measure-noise and measure_curvature on"
         elif r.backend != "native":
             why = "the RLlib backend measures B_simple only; drop --backend rllib"
-        elif r.learners > 1:
+        elif lrn.learners > 1:
             why = "data-parallel learners measure B_simple only; drop --learners"
         elif n.noise_groups < 3:
             why = "the Hessian's cross terms need noise_groups of at least 3"
@@ -620,7 +641,7 @@ def _sectioned(flat: dict[str, Any]) -> dict[str, dict[str, Any]]:
 # A config saved before one of these fields existed ran with the behaviour named by
 # the value here, which is not the field's default today.
 BEHAVIOUR_BEFORE_FIELD = {("control", "probe_cooldown"): True, ("control", "min_gain"): 0.0,
-                          ("run", "actor_precision"): "fp32", ("noise", "measure_curvature"): False,
+                          ("pool", "actor_precision"): "fp32", ("noise", "measure_curvature"): False,
                           ("noise", "noise_settle"): 0}
 
 
@@ -628,6 +649,20 @@ BEHAVIOUR_BEFORE_FIELD = {("control", "probe_cooldown"): True, ("control", "min_
 # a saved config that names them still loads, without them.
 RETIRED = {("run", "serial")} | {("control", key) for key in ("branches", "branch_window", "progress", "progress_episodes", "branch_runs",
                                         "branches_at_once", "heldout_rollouts", "remeasure", "remeasure_noise")}
+
+
+def _moved_to_their_sections(data: dict[str, Any]) -> dict[str, Any]:
+    """A saved config with each known key in the section that owns it today: configs saved before
+    2026-12-05 hold the pool's and the learner's settings under [run]. Unknown keys stay put, to be refused."""
+    out: dict[str, Any] = {}
+    for section, values in data.items():
+        if not isinstance(values, dict):
+            out[section] = values
+            continue
+        for key, value in values.items():
+            owner = FIELDS[key][0] if key in FIELDS else section
+            out.setdefault(owner, {})[key] = value
+    return out
 
 
 def _apply_saved(data: dict[str, Any], where: str) -> Config:
@@ -638,6 +673,7 @@ def _apply_saved(data: dict[str, Any], where: str) -> Config:
                         "with a checkout of rlscale before it (git log -- rlscale/training/measure.py)")
     data = {section: {k: v for k, v in values.items() if (section, k) not in RETIRED} if isinstance(values, dict)
                       else values for section, values in data.items()}
+    data = _moved_to_their_sections(data)
     cfg = Config()
     for (section, key), value in BEHAVIOUR_BEFORE_FIELD.items():
         if key not in data.get(section, {}):

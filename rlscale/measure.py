@@ -93,9 +93,9 @@ def race_config(start: Start, seed: int) -> Config:
     """A race's engine: the run's settings in one process (serial environments, one learner thread on the
     CPU), the precision the run chose, and no noise measurement (the reading does not use it)."""
     cfg = start.cfg
-    run = replace(cfg.run, pool="serial", learner_threads=1, learner_passes="team",
-                  learner_device="cpu", seed=seed, run_dir="")
-    return replace(cfg, run=run, noise=replace(cfg.noise, measure_noise=False, measure_curvature=False))
+    learner = replace(cfg.learner, learner_threads=1, learner_passes="team", learner_device="cpu")
+    return replace(cfg, run=replace(cfg.run, seed=seed, run_dir=""), pool=replace(cfg.pool, pool="serial"),
+                   learner=learner, noise=replace(cfg.noise, measure_noise=False, measure_curvature=False))
 
 
 def race(cfg: Config, learner: dict[str, Any], branch: BranchRun, cap_steps: float, goal: float,

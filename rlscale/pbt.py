@@ -325,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     lr_range = tuple(args.lr_range) if args.lr_range else (base.agent.lr / 4, base.agent.lr * 4)
     if not 0 < lr_range[0] < lr_range[1]:
         raise UserError(f"--lr-range {lr_range[0]:g} {lr_range[1]:g}: give 0 < LOW < HIGH")
-    if base.run.backend != "native" or base.run.learners > 1:
+    if base.run.backend != "native" or base.learner.learners > 1:
         raise UserError("a PBT member's segments branch from checkpoints: the native engine with one learner "
                         "(not --backend rllib or --learners > 1)")
     if overrides.get("init_from"):

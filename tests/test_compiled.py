@@ -46,7 +46,7 @@ def learners(precision: str) -> tuple[PPOLearner, PPOLearner, object]:
     model = build_network(SPEC, "auto", 64)
     batch = random_batch(SPEC, N_STEPS, N_ENVS)
     batch.logprobs[:] = np.log(1.0 / SPEC.n_actions)
-    eager, compiled = PPOLearner(copy.deepcopy(model), cfg), PPOLearner(copy.deepcopy(model), cfg)
+    eager, compiled = PPOLearner.from_config(copy.deepcopy(model), cfg), PPOLearner.from_config(copy.deepcopy(model), cfg)
     minibatch = N_ENVS * N_STEPS // cfg.agent.n_minibatches
     note = compiled.compile_network(torch.from_numpy(batch.obs.reshape(-1, *SPEC.obs_shape)[:minibatch]))
     assert note.startswith("compiled (torch.compile"), note
@@ -60,7 +60,7 @@ def test_the_compiled_passes_give_the_eager_updates_parameters_and_the_measured_
     start = torch.from_numpy(flat_weights(eager.model))
     for learner in (eager, compiled):
         learner.update(batch)
-    a, measured = compiled.cfg.agent, compiled.cfg.noise.noise_minibatches
+    a, measured = compiled.agent, compiled.noise_settings.noise_minibatches
     # The first epoch's first minibatch measures the noise scale and every estimator (eager); the rest run
     # compiled.
     assert measured == 1 and counter.calls == a.n_epochs * a.n_minibatches - measured
@@ -76,7 +76,7 @@ def test_the_compiled_passes_give_the_eager_updates_parameters_and_the_measured_
 
 def test_compiled_bf16_passes_differ_from_eager_bf16_ones_by_no_more_than_bf16_rounding():
     eager, compiled, batch = learners("bf16")
-    fp32 = PPOLearner(copy.deepcopy(eager.model), build_config("pong", "ppo", {**SETTINGS,
+    fp32 = PPOLearner.from_config(copy.deepcopy(eager.model), build_config("pong", "ppo", {**SETTINGS,
                                                                                "learner_precision": "fp32"}))
     for learner in (eager, compiled, fp32):
         learner.update(batch)
@@ -92,7 +92,7 @@ def test_compiled_bf16_passes_differ_from_eager_bf16_ones_by_no_more_than_bf16_r
 def test_a_network_that_fails_to_compile_leaves_the_learner_eager_and_says_why():
     cfg = build_config("pong", "ppo", {**SETTINGS, "learner_precision": "fp32"})
     torch.manual_seed(0)
-    learner = PPOLearner(build_network(SPEC, "auto", 64), cfg)
+    learner = PPOLearner.from_config(build_network(SPEC, "auto", 64), cfg)
     batch = random_batch(SPEC, N_STEPS, N_ENVS)
     obs = torch.from_numpy(batch.obs.reshape(-1, *SPEC.obs_shape)[:32])
     torch._dynamo.reset()  # nothing compiled before may be reused: this one must build
@@ -109,7 +109,7 @@ def test_a_network_that_fails_to_compile_leaves_the_learner_eager_and_says_why()
 
 
 def test_compiling_is_on_for_a_single_native_learner_only():
-    assert build_config("pong", "ppo", {}).run.learner_compile == "auto"
+    assert build_config("pong", "ppo", {}).learner.learner_compile == "auto"
     for overrides in ({"learners": 2, "n_envs": 8}, {"backend": "rllib"}):
         with pytest.raises(UserError, match="learner_compile on compiles the native engine's one learner"):
             build_config("pong", "ppo", {"learner_compile": "on", **overrides}).validate()

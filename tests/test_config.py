@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rlscale import presets
-from rlscale.config import build_config, dumps_toml, load_saved
+from rlscale.config import build_config, dumps_toml, load_saved, toml_value
 from rlscale.errors import UserError
 
 
@@ -43,7 +43,7 @@ def test_saved_config_round_trips(tmp_path):
 
 @pytest.mark.parametrize("section, field, ran_with", [("control", "probe_cooldown", True),
                                                       ("control", "min_gain", 0.0),
-                                                      ("run", "actor_precision", "fp32"),
+                                                      ("pool", "actor_precision", "fp32"),
                                                       ("noise", "noise_settle", 0)])
 def test_a_config_saved_before_a_field_existed_loads_with_the_behaviour_it_ran(tmp_path, section, field, ran_with):
     cfg = build_config("minatar-breakout", None, {"batch": "auto"})
@@ -52,6 +52,26 @@ def test_a_config_saved_before_a_field_existed_loads_with_the_behaviour_it_ran(t
     path = tmp_path / "config.toml"
     path.write_text(text)
     assert getattr(getattr(load_saved(path), section), field) == ran_with
+
+
+def test_a_config_saved_with_the_pool_and_learner_under_run_loads_them_into_their_sections(tmp_path):
+    """Configs saved before 2026-12-05 hold the pool's and the learner's settings in [run]."""
+    cfg = build_config("pong", None, {"learner_threads": 1, "pool": "serial", "learner_precision": "fp32"})
+    sections = cfg.to_dict()
+    sections["run"].update({**sections.pop("pool"), **sections.pop("learner")})
+    path = tmp_path / "config.toml"
+    path.write_text("\n".join(f"[{name}]\n" + "\n".join(f"{k} = {toml_value(v)}" for k, v in values.items())
+                              for name, values in sections.items()))
+    loaded = load_saved(path)
+    assert loaded == cfg
+    assert (loaded.learner.learner_threads, loaded.pool.pool, loaded.learner.learner_precision) == (1, "serial", "fp32")
+
+
+def test_a_setting_in_the_wrong_section_of_a_preset_names_its_section(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text("[run]\nlearner_threads = 1\n")
+    with pytest.raises(UserError, match=r"belongs in \[learner\]"):
+        build_config(str(path), None, {})
 
 
 @pytest.mark.parametrize("overrides, message", [

@@ -75,7 +75,7 @@ def test_update_with_measurement_equals_update_without(kind, parts_every):
         cfg = build_config("cartpole", None, {**AT_ONCE, "measure_noise": measure, "noise_groups": 4,
                                               "noise_parts_every": parts_every, "n_envs": n_envs,
                                               "optimizer": "rmsprop_tf"})  # steps ~lr*g: tests/floats.py
-        learner = A2CLearner(copy.deepcopy(model), cfg)
+        learner = A2CLearner.from_config(copy.deepcopy(model), cfg)
         for _ in range(2):  # the second step also exercises the optimizer state
             metrics = learner.update(batch)
         results.append((torch.from_numpy(flat_weights(learner.model)), metrics))
@@ -102,7 +102,7 @@ def test_parts_sum_to_total(kind):
     torch.manual_seed(3)
     model = build_network(spec, "auto", 64)
     cfg = build_config("cartpole", None, {**AT_ONCE, "noise_parts_every": 1, "noise_groups": 4, "n_envs": 8})
-    learner = A2CLearner(model, cfg)
+    learner = A2CLearner.from_config(model, cfg)
     batch = random_batch(spec, 5, 8)
     returns = nstep_returns(batch, cfg.agent.gamma)
     data = A2CRows(learner.rows(batch.obs), learner.rows(batch.actions), learner.rows(returns),
@@ -127,7 +127,7 @@ def test_a_lagged_batch_weights_the_policy_gradient_by_truncated_importance():
     spec = SPECS["mlp"]
     torch.manual_seed(0)
     cfg = build_config("cartpole", None, {"overlap": True, "ent_coef": 0.0})
-    learner = A2CLearner(build_network(spec, "auto", 64), cfg)
+    learner = A2CLearner.from_config(build_network(spec, "auto", 64), cfg)
     batch = random_batch(spec, 5, 8)
     obs, actions = learner.rows(batch.obs), learner.rows(batch.actions)
     advantages = torch.randn(40)
@@ -158,13 +158,15 @@ def test_row_chunks_pack_whole_items_near_the_target():
 def test_ppo_takes_its_default_minibatch_in_one_pass_on_cpu_and_a2c_passes_of_about_128():
     """The automatic pass size of a convolutional network on CPU is the learner's (measured per agent)."""
     spec = SPECS["nature_cnn"]
-    ppo = PPOLearner(build_network(spec, "auto", 64), build_config("pong", "ppo", {}))
-    a2c = A2CLearner(build_network(spec, "auto", 64), build_config("pong", "a2c", {}))
+    cfg = build_config("pong", "ppo", {})
+    ppo = PPOLearner.from_config(build_network(spec, "auto", 64), cfg)
+    a2c = A2CLearner.from_config(build_network(spec, "auto", 64), build_config("pong", "a2c", {}))
     assert (ppo.route.chunk_rows, a2c.route.chunk_rows) == (PPO_CPU_CHUNK_ROWS, CPU_CHUNK_ROWS)
-    a = ppo.cfg.agent
-    minibatch = ppo.cfg.env.n_envs * a.n_steps // a.n_minibatches  # 8 x 128 / 4
+    a = ppo.agent
+    minibatch = cfg.env.n_envs * a.n_steps // a.n_minibatches  # 8 x 128 / 4
     assert pass_count(minibatch, ppo.route.chunk_rows) == 1 and pass_count(minibatch, CPU_CHUNK_ROWS) == 2
-    set_by_hand = PPOLearner(build_network(spec, "auto", 64), build_config("pong", "ppo", {"learner_chunk_rows": 64}))
+    set_by_hand = PPOLearner.from_config(build_network(spec, "auto", 64),
+                                         build_config("pong", "ppo", {"learner_chunk_rows": 64}))
     assert set_by_hand.route.chunk_rows == 64
 
 
@@ -180,7 +182,7 @@ def test_passes_of_a_few_rows_give_the_whole_batch_gradient(measure):
     for chunk_rows in (0, 8):
         cfg = build_config("cartpole", None, {**AT_ONCE, "measure_noise": measure, "noise_groups": 4, "n_envs": 8,
                                               "learner_chunk_rows": chunk_rows, "optimizer": "rmsprop_tf"})
-        learner = A2CLearner(copy.deepcopy(model), cfg)
+        learner = A2CLearner.from_config(copy.deepcopy(model), cfg)
         metrics = learner.update(batch)
         grads.append((torch.from_numpy(flat_weights(learner.model)), metrics))
     (whole, m_whole), (passes, m_passes) = grads
@@ -230,7 +232,7 @@ def test_rmsprop_tf_first_step_is_small():
 def test_non_finite_gradient_is_skipped_and_counted():
     spec = SPECS["mlp"]
     cfg = build_config("cartpole", None, {})
-    learner = A2CLearner(build_network(spec, "auto", 64), cfg)
+    learner = A2CLearner.from_config(build_network(spec, "auto", 64), cfg)
     before = torch.from_numpy(flat_weights(learner.model)).clone()
     batch = random_batch(spec, 5, 8)
     batch.rewards[2, 3] = np.nan
@@ -248,10 +250,10 @@ def test_a_resumed_learner_keeps_the_curvature_cadence():
     spec = SPECS["mlp"]
     # A resumed learner's environments are new, so it would wait to measure: AT_ONCE.
     cfg = build_config("cartpole", None, {**AT_ONCE, "curvature_every": 3})
-    learner = A2CLearner(build_network(spec, "auto", 64), cfg)
+    learner = A2CLearner.from_config(build_network(spec, "auto", 64), cfg)
     for _ in range(2):
         learner.update(random_batch(spec, 5, 8))
-    resumed = A2CLearner(build_network(spec, "auto", 64), cfg)
+    resumed = A2CLearner.from_config(build_network(spec, "auto", 64), cfg)
     resumed.load_state_dict(learner.state_dict())
     assert resumed.batches == 2
     assert "perf/curvature_seconds" not in resumed.update(random_batch(spec, 5, 8))  # batch 2: not a multiple of 3
@@ -266,7 +268,7 @@ def test_batches_while_new_environments_settle_stay_out_of_the_noise_averages(al
     spec = SPECS["mlp"]
     cfg = build_config("cartpole", algo, {"noise_settle": 10, "n_steps": 5, "n_envs": 8, "curvature_every": 1,
                                           "noise_parts_every": 1})
-    learner = {"a2c": A2CLearner, "ppo": PPOLearner}[algo](build_network(spec, "auto", 64), cfg)
+    learner = {"a2c": A2CLearner, "ppo": PPOLearner}[algo].from_config(build_network(spec, "auto", 64), cfg)
     emas = learner.noise.emas
     sizes = [8, 8, 8, 16, 16, 16, 8, 8, 12]
     measured = [False, False, True, False, False, True, True, True, False]
@@ -286,7 +288,7 @@ def test_batches_while_new_environments_settle_stay_out_of_the_noise_averages(al
 def test_no_settling_measures_from_the_first_batch():
     spec = SPECS["mlp"]
     cfg = build_config("cartpole", None, {**AT_ONCE, "n_envs": 8})
-    learner = A2CLearner(build_network(spec, "auto", 64), cfg)
+    learner = A2CLearner.from_config(build_network(spec, "auto", 64), cfg)
     learner.update(random_batch(spec, 5, 8))
     assert learner.noise.emas["total"].samples == 1
 
@@ -300,7 +302,7 @@ def test_gram_route_gives_the_explicit_norms_and_gradient(parts):
     torch.manual_seed(1)
     model = build_network(spec, "auto", 64)
     cfg = build_config("cartpole", None, {**AT_ONCE, "noise_groups": 4, "n_envs": 8, "noise_parts_every": 1})
-    learner = A2CLearner(model, cfg)
+    learner = A2CLearner.from_config(model, cfg)
     assert [m.weight.shape for m in learner.route.gram_layers] == [torch.Size([512, 3136])]
     batch = random_batch(spec, 5, 8, seed=3)
     obs = torch.from_numpy(batch.obs)
@@ -339,7 +341,7 @@ def test_groups_split_into_passes_give_the_same_norms_and_gradient(parts):
     torch.manual_seed(4)
     model = build_network(spec, "auto", 64)
     cfg = build_config("cartpole", None, {**AT_ONCE, "noise_groups": 4, "n_envs": 8})
-    learner = A2CLearner(model, cfg)
+    learner = A2CLearner.from_config(model, cfg)
     batch = random_batch(spec, 5, 8, seed=6)
     obs, actions = torch.from_numpy(batch.obs).flatten(0, 1), torch.from_numpy(batch.actions).flatten()
     target = torch.from_numpy(batch.values).flatten() + 1.0
@@ -442,7 +444,7 @@ def test_shared_pass_measurement_equals_a_pass_per_group(algo, kind, chunk_rows,
     runs = []
     start = torch.from_numpy(flat_weights(model))
     for shared_pass in (False, True):
-        learner = cls(copy.deepcopy(model), cfg)
+        learner = cls.from_config(copy.deepcopy(model), cfg)
         learner.route.shared_pass = shared_pass
         metrics = learner.update(batch)
         runs.append((learner, metrics))
@@ -467,11 +469,11 @@ def test_networks_with_other_layers_are_measured_a_pass_per_group():
 
     trunk = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 32), torch.nn.LayerNorm(32), torch.nn.Tanh())
     cfg = build_config("cartpole", None, {**AT_ONCE, "noise_groups": 4, "n_envs": 8})
-    learner = A2CLearner(ActorCritic(trunk, 32, 2, 1.0), cfg)
+    learner = A2CLearner.from_config(ActorCritic(trunk, 32, 2, 1.0), cfg)
     assert not learner.route.shared_pass
     learner.update(random_batch(SPECS["mlp"], 5, 8))
     assert learner.noise.emas["total"].samples == 1 and learner.updates == 1
-    assert A2CLearner(build_network(SPECS["mlp"], "auto", 64), cfg).route.shared_pass
+    assert A2CLearner.from_config(build_network(SPECS["mlp"], "auto", 64), cfg).route.shared_pass
 
 
 def test_bf16_learner_stays_close_to_fp32():
@@ -483,7 +485,7 @@ def test_bf16_learner_stays_close_to_fp32():
         torch.manual_seed(2)
         cfg = build_config("cartpole", None, {**AT_ONCE, "noise_groups": 4, "n_envs": 8, "noise_parts_every": 0,
                                               "learner_precision": precision})
-        learner = A2CLearner(build_network(spec, "auto", 64), cfg)
+        learner = A2CLearner.from_config(build_network(spec, "auto", 64), cfg)
         results[precision] = learner.update(batch)
         assert all(p.dtype == torch.float32 for p in learner.params)  # master weights stay fp32
     fp32, bf16 = results["fp32"], results["bf16"]

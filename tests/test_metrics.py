@@ -177,7 +177,7 @@ def test_the_metrics_cost_k_forward_and_2k_or_3k_backward_passes_per_measured_up
     cfg = build_config("cartpole", None, {"n_envs": 8, "noise_groups": 4, "optimizer": "rmsprop_tf",
                                           "noise_settle": 0})  # each batch measured at once
     torch.manual_seed(0)
-    learner = A2CLearner(build_network(spec, "auto", 64), cfg)
+    learner = A2CLearner.from_config(build_network(spec, "auto", 64), cfg)
     learner.update(random_batch(spec, 5, 8))  # measures B_noise (batch 0); no preconditioner before a step
     assert learner.noise.emas["hessian"].samples == 1 and learner.noise.emas["precond"].samples == 0
     assert learner.noise.emas["precond_hessian"].samples == 0
@@ -211,7 +211,7 @@ def ppo_learner(**overrides) -> tuple[PPOLearner, Batch]:
     acting log-probs spread the ratio, so that the clip fraction and the losses differ by minibatch."""
     cfg = build_config("cartpole", "ppo", {"n_envs": 8, "n_steps": 16, "noise_settle": 0, **overrides})
     torch.manual_seed(0)
-    learner = PPOLearner(build_network(SPECS["mlp"], "auto", 64), cfg)
+    learner = PPOLearner.from_config(build_network(SPECS["mlp"], "auto", 64), cfg)
     batch = random_batch(SPECS["mlp"], 16, 8)
     batch.logprobs[:] = np.log(np.random.default_rng(1).uniform(0.2, 0.8, batch.logprobs.shape))
     return learner, batch

@@ -82,7 +82,7 @@ def test_pool_auto_keeps_the_chosen_pool_closes_the_other_and_leaves_the_learner
         probe = engine.pool_choice
         assert probe is not None and probe.chosen == chosen and probe.timed >= MIN_TIMED
         assert isinstance(engine.pool, SerialPool) == (chosen == "serial")
-        assert engine.cfg.run.in_this_process == (chosen == "serial")
+        assert engine.cfg.pool.in_this_process == (chosen == "serial")
         assert ray.is_initialized() == (chosen == "actors")  # a dropped Ray pool took its Ray with it
         assert "chosen at start-up" in engine.describe()
         # The probe's batches were collected with the start's policy and not trained on by the run: warm-up steps.

@@ -54,7 +54,7 @@ def test_ppo_update_with_measurement_equals_update_without():
     params = []
     start = torch.from_numpy(flat_weights(model))
     for measure in (False, True):
-        learner = PPOLearner(copy.deepcopy(model), ppo_config(measure_noise=measure, noise_parts_every=1,
+        learner = PPOLearner.from_config(copy.deepcopy(model), ppo_config(measure_noise=measure, noise_parts_every=1,
                                                               optimizer="rmsprop_tf"))  # tests/floats.py
         metrics = learner.update(batch)
         params.append(torch.from_numpy(flat_weights(learner.model)))
@@ -65,7 +65,7 @@ def test_ppo_update_with_measurement_equals_update_without():
 
 def test_ppo_measures_only_the_first_epoch():
     spec = SPECS["mlp"]
-    learner = PPOLearner(build_network(spec, "auto", 64), ppo_config(noise_parts_every=1, noise_minibatches=0))
+    learner = PPOLearner.from_config(build_network(spec, "auto", 64), ppo_config(noise_parts_every=1, noise_minibatches=0))
     batch = random_batch(spec, 16, 8)
     learner.update(batch)
     # --noise-minibatches 0: all 4 minibatches measured in epoch 1; epochs 2-4 reuse the data and are not.
@@ -76,14 +76,14 @@ def test_ppo_measuring_one_minibatch_keeps_the_horizon_in_training_observations(
     """--noise-minibatches 1 (the default): one measured minibatch per batch, and the unmeasured minibatches' fresh rows are
     credited to the next measurement, so the average's horizon stays in observations trained on."""
     spec = SPECS["mlp"]
-    learner = PPOLearner(build_network(spec, "auto", 64), ppo_config(noise_parts_every=1))  # the default: 1
+    learner = PPOLearner.from_config(build_network(spec, "auto", 64), ppo_config(noise_parts_every=1))  # the default: 1
     batch = random_batch(spec, 16, 8)  # 128 rows: minibatches of 32
     for _ in range(2):
         learner.update(batch)
     ema = learner.noise.emas["total"]
     assert ema.samples == 2 and learner.noise.emas["policy"].samples == 2
     # The first measurement saw 32 fresh rows; the second, its own 32 and the first batch's other 96.
-    assert ema.weight == pytest.approx(1 - np.exp(-(32 + 128) / learner.cfg.noise.noise_horizon), rel=1e-12)
+    assert ema.weight == pytest.approx(1 - np.exp(-(32 + 128) / learner.noise_settings.noise_horizon), rel=1e-12)
 
 
 @pytest.mark.slow

@@ -61,7 +61,7 @@ def test_a_worker_samples_its_actions_as_a_categorical_distribution_would():
     """The worker's shortcut past torch.distributions: the same actions and log-probabilities, bit for bit."""
     cfg = build_config("cartpole", None, {"actor_precision": "fp32"})
     spec, weights = weights_for(cfg)
-    worker = RolloutWorker(cfg, spec, seed=3)
+    worker = RolloutWorker.of_run(cfg, spec, seed=3)
     load_flat_weights(worker.policy, weights)
     obs = np.random.default_rng(0).normal(size=(64, *spec.obs_shape)).astype(np.float32) * 3
     state = worker.generator.get_state()
@@ -95,7 +95,7 @@ def test_an_actor_in_bf16_or_channels_last_acts_like_one_in_fp32(precision, chan
     """Same weights and seed: the logged log-probabilities and values agree within bf16 rounding."""
     def worker(**run):
         cfg = build_config("minatar-breakout", None, {"n_envs": 8, "warmup_max_steps": 0, **run})
-        w = RolloutWorker(cfg, probe_spec(cfg.env), seed=3, inference_rows=8)
+        w = RolloutWorker.of_run(cfg, probe_spec(cfg.env), seed=3, inference_rows=8)
         w.add_vector_env(list(range(4)), seed=11)
         w.add_vector_env(list(range(4, 8)), seed=12)
         return w
@@ -201,7 +201,7 @@ def test_vector_envs_stepped_at_once_give_the_batch_they_give_one_after_the_othe
     spec, weights = weights_for(cfg)
 
     def rollouts(at_once: bool) -> list[Batch]:
-        worker = RolloutWorker(cfg, spec, seed=3, inference_rows=8, vectors_at_once=at_once)
+        worker = RolloutWorker.of_run(cfg, spec, seed=3, inference_rows=8, vectors_at_once=at_once)
         try:
             worker.add_vector_env(list(range(4)), seed=11)
             worker.add_vector_env(list(range(4, 8)), seed=12)
@@ -249,7 +249,7 @@ def test_a_ctrl_c_as_a_step_is_received_stops_the_rollout_without_waiting_for_a_
     second recv for the same step would wait forever), and its envs step no more."""
     cfg = build_config("pong", "a2c", {"n_envs": 8, "warmup_max_steps": 0, "actor_precision": "fp32"})
     spec, weights = weights_for(cfg)
-    worker = RolloutWorker(cfg, spec, seed=3, inference_rows=8, vectors_at_once=True)
+    worker = RolloutWorker.of_run(cfg, spec, seed=3, inference_rows=8, vectors_at_once=True)
     try:
         worker.add_vector_env(list(range(4)), seed=11)
         worker.add_vector_env(list(range(4, 8)), seed=12)

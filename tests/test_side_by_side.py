@@ -40,12 +40,12 @@ def learner_and_batch(**settings: object) -> tuple[PPOLearner, object]:
     torch.manual_seed(0)
     batch = random_batch(SPEC, cfg.agent.n_steps, cfg.env.n_envs)
     batch.logprobs[:] = np.log(1.0 / SPEC.n_actions)
-    return PPOLearner(build_network(SPEC, "auto", 64), cfg), batch
+    return PPOLearner.from_config(build_network(SPEC, "auto", 64), cfg), batch
 
 
 def test_side_by_side_passes_give_the_teams_update():
     team, batch = learner_and_batch()
-    side = PPOLearner(copy.deepcopy(team.model), team.cfg)
+    side = PPOLearner(copy.deepcopy(team.model), team.agent, team.noise_settings, team.settings)
     side.route.side_by_side = workers = SideBySide(2)
     start = torch.from_numpy(flat_weights(team.model))
     threads = torch.get_num_threads()
@@ -60,7 +60,7 @@ def test_side_by_side_passes_give_the_teams_update():
     finally:
         torch.set_num_threads(threads)
         side.close()
-    a = team.cfg.agent
+    a = team.agent
     assert len(calls) == a.n_epochs * a.n_minibatches  # every pass went side by side
     reference, result = (torch.from_numpy(flat_weights(x.model)) for x in (team, side))
     rows = N_ENVS * N_STEPS * CONV_POSITIONS  # the most terms one weight's gradient sums in an update

@@ -119,8 +119,8 @@ def test_study_cells_group_variants_and_count_unreached_seeds():
 def test_variants_keep_forced_bf16_apart():
     """bf16 can change learning: runs with the learner or the actors forced to it are their own variants."""
     plain, learner, actors = (record(f"r{i}", "fixed", 8, 5_000, 0.01) for i in range(3))
-    learner.cfg.run.learner_precision = "bf16"
-    actors.cfg.run.actor_precision = "bf16"
+    learner.cfg.learner.learner_precision = "bf16"
+    actors.cfg.pool.actor_precision = "bf16"
     assert [variant_of(r) for r in (plain, learner, actors)] == [
         "fixed 40 lr 0.0007", "fixed 40 lr 0.0007 bf16", "fixed 40 lr 0.0007 actors bf16"]
 

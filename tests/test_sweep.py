@@ -195,7 +195,7 @@ def test_auto_trials_start_at_their_batch_with_the_presets_bounds(tmp_path):
     """--auto starts at the preset's batch, --auto-from at the given ones; fixed trials stay fixed."""
     auto = trial_config("minatar-breakout", None, {}, Trial(320, 1e-2, 0, "auto"), tmp_path / "a")
     assert (auto.control.batch, auto.env.n_envs, auto.control.max_envs) == ("auto", 64, 256)
-    assert auto.env.vector_size == 4 and auto.run.in_this_process and auto.run.actor_precision == "fp32"
+    assert auto.env.vector_size == 4 and auto.pool.in_this_process and auto.pool.actor_precision == "fp32"
     preset = trial_config("minatar-breakout", None, {}, Trial(80, 1e-2, 0, "auto"), tmp_path / "b")
     assert preset.env.n_envs == 16
     fixed = trial_config("minatar-breakout", None, {}, Trial(320, 1e-2, 0), tmp_path / "c")

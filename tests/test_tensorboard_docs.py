@@ -142,7 +142,7 @@ def defined(run: Run, tag: str) -> bool:
 def measured_metrics(cfg: Config) -> bool:
     n = cfg.noise
     return n.measure_noise and n.measure_curvature and n.curvature_every > 0 and n.noise_groups >= 3 \
-        and cfg.run.learners <= 1
+        and cfg.learner.learners <= 1
 
 
 # Each condition of the doc's *logged* column: whether a run logs the tag (given the others hold).
@@ -153,7 +153,7 @@ CONDITIONS: dict[str, Callable[[Run, str], bool]] = {
     "A2C": lambda run, tag: run.cfg.agent.algo == "a2c",
     "measured": lambda run, tag: run.cfg.noise.measure_noise,
     "parts": lambda run, tag: (run.cfg.noise.measure_noise and run.cfg.noise.noise_parts_every > 0
-                               and run.cfg.run.learners <= 1),
+                               and run.cfg.learner.learners <= 1),
     "metrics": lambda run, tag: measured_metrics(run.cfg),
     "preconditioned": lambda run, tag: run.cfg.agent.optimizer in PRECONDITIONED_OPTIMIZERS,
     "`noise_clip`": lambda run, tag: run.cfg.noise.noise_clip > 0,

@@ -44,7 +44,7 @@ def build(variant: str, algo: str, env: str, n_envs: int, threads: int) -> Nativ
                 "pool": {"chosen": "auto", "serial": "serial"}.get(variant, "actors")}
     cfg = build_config(env, algo, settings)
     with (mock.patch.object(choice, "choose", lambda serial, actors, margin=choice.MARGIN: "actors"),
-          mock.patch.object(engine_module, "pool_is_timed", lambda cfg: cfg.run.pool == "auto")):
+          mock.patch.object(engine_module, "pool_is_timed", lambda cfg: cfg.pool.pool == "auto")):
         engine = NativeEngine(cfg, n_envs)
     if variant == "restart":
         engine.restart_envs(n_envs, cfg.run.seed)

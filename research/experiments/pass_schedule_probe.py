@@ -31,7 +31,7 @@ def main() -> None:
     args = p.parse_args()
     spec = EnvSpec((4, 84, 84), "uint8", 6, True)  # Pong's frames
     torch.manual_seed(0)
-    learner = PPOLearner(build_network(spec, "auto", 64),
+    learner = PPOLearner.from_config(build_network(spec, "auto", 64),
                          build_config("pong", "ppo", {"learner_precision": args.precision}))
     obs = torch.randint(0, 255, (args.rows, *spec.obs_shape), dtype=torch.uint8)
     for _ in range(args.rounds):

@@ -25,7 +25,7 @@ def main() -> None:
     precision = sys.argv[1] if len(sys.argv) > 1 else "fp32"
     spec = EnvSpec((4, 84, 84), "uint8", 6, True)  # Pong's frames
     torch.manual_seed(0)
-    learner = PPOLearner(build_network(spec, "auto", 64), build_config("pong", "ppo", {"learner_precision": precision}))
+    learner = PPOLearner.from_config(build_network(spec, "auto", 64), build_config("pong", "ppo", {"learner_precision": precision}))
     obs = torch.randint(0, 255, (256, *spec.obs_shape), dtype=torch.uint8)
 
     def grad(x: torch.Tensor) -> tuple[torch.Tensor, ...]:

@@ -80,8 +80,9 @@ def main() -> None:
                         # kept actors leave the other the serial pool, which needs none.
                         other = "actors" if c.chosen == "serial" else "serial"
                         threads = torch.get_num_threads()
-                        engines.append(NativeEngine(replace(engine.cfg, run=replace(
-                            engine.cfg.run, pool=other, learner_threads=threads)), args.n_envs))
+                        engines.append(NativeEngine(replace(
+                            engine.cfg, pool=replace(engine.cfg.pool, pool=other),
+                            learner=replace(engine.cfg.learner, learner_threads=threads)), args.n_envs))
                         torch.set_num_threads(threads)
                         chosen_rate, other_rate = rates(engines, args.seconds, args.window)
                         line += (f"; side by side at {threads} thread(s) {c.chosen} {chosen_rate:.0f}/s, "

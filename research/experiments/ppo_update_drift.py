@@ -43,7 +43,7 @@ def save(path: Path, threads: int, overrides: list[str]) -> None:
     settings = {k: ast.literal_eval(v) for k, v in (item.split("=", 1) for item in overrides)}
     cfg = build_config("pong", "ppo", {"learner_precision": "fp32", **settings})
     torch.manual_seed(0)
-    learner = PPOLearner(build_network(spec, "auto", 64), cfg)
+    learner = PPOLearner.from_config(build_network(spec, "auto", 64), cfg)
     params = [flat_weights(learner.model).copy()]
     for seed in range(UPDATES):
         batch = random_batch(spec, 128, 8, seed=seed)

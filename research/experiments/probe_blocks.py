@@ -55,7 +55,7 @@ def main() -> None:
     engine = NativeEngine(cfg, args.n_envs)  # the learner (and a serial pool, unused)
     sized = replace(engine.cfg, env=replace(engine.cfg.env, n_envs=args.n_envs))
     spec = probe_spec(cfg.env)
-    serial, actors = SerialPool(sized, spec), RayPool(replace(sized, run=replace(sized.run, pool="actors")), spec)
+    serial, actors = SerialPool(sized, spec), RayPool(replace(sized, pool=replace(sized.pool, pool="actors")), spec)
     print(f"{args.env} {args.algo} {args.n_envs} envs, {args.learner_threads} learner threads; "
           "ms an agent step (median): the first update of each block after a switch, the rest", flush=True)
     try:

@@ -44,7 +44,7 @@ class A2CRows:
 class A2CLearner(Learner):
     def loss(self, data: A2CRows, rows: np.ndarray) -> LossParts:
         """Mean policy part (with the entropy bonus) and value part over ``rows``."""
-        a = self.cfg.agent
+        a = self.agent
         idx = self.index(rows)
         logits, value = self.forward(data.obs[idx])
         dist = torch.distributions.Categorical(logits=logits)
@@ -60,14 +60,14 @@ class A2CLearner(Learner):
 
     def batch_loss(self, batch: Batch) -> RowsLoss:
         # Targets: n-step returns; advantages against the acting policy's values (as Baselines).
-        returns = nstep_returns(batch, self.cfg.agent.gamma)
+        returns = nstep_returns(batch, self.agent.gamma)
         data = A2CRows(self.rows(batch.obs), self.rows(batch.actions), self.rows(returns),
                        self.rows(returns - batch.values),
-                       self.rows(batch.logprobs) if self.cfg.run.overlap else None)
+                       self.rows(batch.logprobs) if self.lagged else None)
         return functools.partial(self.loss, data)
 
     def update(self, batch: Batch, lr: float | None = None) -> dict[str, float]:
-        a = self.cfg.agent
+        a = self.agent
         lr = a.lr if lr is None else lr
         # 1-2. The batch's loss (its targets), and its gradient; per env group when the noise scale is measured.
         loss, rows = self.batch_loss(batch), np.arange(batch.size)

@@ -29,7 +29,7 @@ from rlscale.agents.gradients import (
 )
 from rlscale.agents.optim import make_optimizer, set_lr
 from rlscale.agents.side_by_side import PassSchedule, SideBySide, choose_pass_schedule
-from rlscale.config import Config
+from rlscale.config import AgentConfig, Config, LearnerConfig, NoiseConfig
 from rlscale.control.noise import NoiseMeter
 from rlscale.errors import UserError
 from rlscale.models.compiled import compile_network
@@ -53,26 +53,29 @@ class Learner:
 
     cpu_chunk_rows = CPU_CHUNK_ROWS  # rows per forward/backward pass of a convolutional network on CPU
 
-    def __init__(self, model: torch.nn.Module, cfg: Config, data_parallel: DataParallel | None = None) -> None:
-        self.cfg = cfg
+    def __init__(self, model: torch.nn.Module, agent: AgentConfig, noise: NoiseConfig, settings: LearnerConfig,
+                 lagged: bool = False, data_parallel: DataParallel | None = None) -> None:
+        """``agent``: the loss and optimizer; ``noise``: what the noise meter measures; ``settings``: how the
+        update is computed; ``lagged``: batches come from the policy one update behind (the pool's --overlap)."""
+        self.agent, self.noise_settings, self.settings, self.lagged = agent, noise, settings, lagged
         # With data-parallel learners (ray_learners) each holds a share of the batch's
         # environments and ``gradient`` all-reduces; None: this learner holds the whole batch.
         self.data_parallel = data_parallel
         # Convolutions ran faster with channels-last tensors on CPU (benchmarks/bench_network.py);
         # the conversion happens before the optimizer sees the parameters.
         convolutional = any(isinstance(m, torch.nn.Conv2d) for m in model.modules())
-        self.channels_last = cfg.run.channels_last and convolutional
+        self.channels_last = settings.channels_last and convolutional
         self.model = model.to(memory_format=torch.channels_last) if self.channels_last else model
         self.device = next(model.parameters()).device  # batches are moved here
         # "auto" is resolved by timing before the learner is built (engine.NativeEngine,
         # rlscale/precision.py); a learner built directly with "auto" runs fp32.
-        self.bf16 = cfg.run.learner_precision == "bf16"
+        self.bf16 = settings.learner_precision == "bf16"
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.route = GradientRoute.for_model(self.model, self.device, cfg.run.learner_chunk_rows,
+        self.route = GradientRoute.for_model(self.model, self.device, settings.learner_chunk_rows,
                                              self.cpu_chunk_rows)
-        a = cfg.agent
+        a = agent
         self.optimizer = make_optimizer(a.optimizer, self.params, a.lr, a.rms_alpha, a.optim_eps)
-        self.noise = NoiseMeter(cfg.noise.noise_horizon, clip=cfg.noise.noise_clip)
+        self.noise = NoiseMeter(noise.noise_horizon, clip=noise.noise_clip)
         self.updates = 0  # optimizer steps taken
         self.batches = 0  # update() calls, the cadence of the metrics' measurement
         self.skipped_updates = 0
@@ -82,13 +85,18 @@ class Learner:
         # begins with new environments). Not checkpointed: a resumed run's environments are new.
         self.settling = 0
         self.batch_envs = 0  # environments in the previous batch
-        self.measuring = cfg.noise.measure_noise  # whether this batch's noise samples enter the averages
+        self.measuring = noise.measure_noise  # whether this batch's noise samples enter the averages
         # The network compiled (``compile_network``; None: eager), and whether the passes now
         # running may use it: those that measure nothing (``gradient``).
         self.compiled: torch.nn.Module | None = None
         self.compiled_passes = False
 
     # ------------------------------------------------------------------ the network
+
+    @classmethod
+    def from_config(cls, model: torch.nn.Module, cfg: Config, data_parallel: DataParallel | None = None) -> Learner:
+        """This learner with the run's sections it reads (the engine's and the tests' way to build one)."""
+        return cls(model, cfg.agent, cfg.noise, cfg.learner, cfg.pool.overlap, data_parallel)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Logits and values in fp32, the network run in the configured precision.
@@ -145,7 +153,7 @@ class Learner:
 
     def env_group_rows(self, rows: np.ndarray, n_envs: int) -> list[np.ndarray]:
         """``rows`` (flat row indices) split into the noise estimator's env groups (a row's env is row % n_envs)."""
-        return [rows[np.isin(rows % n_envs, cols)] for cols in env_groups(n_envs, self.cfg.noise.noise_groups)]
+        return [rows[np.isin(rows % n_envs, cols)] for cols in env_groups(n_envs, self.noise_settings.noise_groups)]
 
     def begin_batch(self, batch: Batch) -> bool:
         """Whether this batch measures the noise scale: not while new environments settle (noise_settle).
@@ -154,9 +162,9 @@ class Learner:
         learner decides alike and their all-reduces match)."""
         n_envs = self.whole_batch_envs(batch)
         if n_envs > self.batch_envs:
-            self.settling = math.ceil(self.cfg.noise.noise_settle / self.cfg.agent.n_steps)
+            self.settling = math.ceil(self.noise_settings.noise_settle / self.agent.n_steps)
         self.batch_envs = n_envs
-        self.measuring = self.cfg.noise.measure_noise and self.settling == 0
+        self.measuring = self.noise_settings.measure_noise and self.settling == 0
         self.settling = max(0, self.settling - 1)
         return self.measuring
 
@@ -167,8 +175,8 @@ class Learner:
         self.batch_envs = 0
 
     def measure_parts_now(self) -> bool:
-        every = self.cfg.noise.noise_parts_every
-        return (self.cfg.noise.measure_noise and every > 0 and self.updates % every == 0
+        every = self.noise_settings.noise_parts_every
+        return (self.noise_settings.measure_noise and every > 0 and self.updates % every == 0
                 and self.data_parallel is None)  # the free estimate of data-parallel learners has no parts
 
     def whole_batch_envs(self, batch: Batch) -> int:
@@ -213,7 +221,7 @@ class Learner:
 
     def measure_metrics_now(self) -> bool:
         """Whether this batch measures B_P, B_noise and B_PH (every curvature_every batches, one learner only)."""
-        n = self.cfg.noise
+        n = self.noise_settings
         return (self.measuring and n.measure_curvature and self.batches % n.curvature_every == 0
                 and self.data_parallel is None and n.noise_groups >= 3)
 
@@ -245,8 +253,8 @@ class Learner:
             metrics[tags.SKIPPED_UPDATES] = float(self.skipped_updates)
             return metrics
         self.skipped_in_a_row = 0
-        if self.cfg.agent.max_grad_norm > 0:
-            torch.nn.utils.clip_grad_norm_(self.params, self.cfg.agent.max_grad_norm)
+        if self.agent.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.params, self.agent.max_grad_norm)
         set_lr(self.optimizer, lr)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)

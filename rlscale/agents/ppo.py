@@ -89,7 +89,7 @@ class PPOLearner(Learner):
         ``adv_mean``, ``adv_std``: the minibatch's advantage statistics, computed
         before it is split into env groups, so every group normalises alike.
         """
-        a = self.cfg.agent
+        a = self.agent
         idx = self.index(rows)
         logits, value = self.forward(data.obs[idx])
         dist = torch.distributions.Categorical(logits=logits)
@@ -113,7 +113,7 @@ class PPOLearner(Learner):
         return pg_loss - a.ent_coef * entropy, a.vf_coef * value_loss, stats
 
     def update(self, batch: Batch, lr: float | None = None) -> dict[str, float]:
-        a = self.cfg.agent
+        a = self.agent
         lr = a.lr if lr is None else lr
         # 1. Targets: GAE advantages and returns, from the acting policy's values.
         data = self.targets(batch)
@@ -131,7 +131,7 @@ class PPOLearner(Learner):
         measured: dict[str, float] = {}  # the metrics' measurement, on the batch's first minibatch
         generator = np.random.default_rng(self.updates)
         whole_batch = batch.n_steps * self.whole_batch_envs(batch)
-        measured_minibatches = self.cfg.noise.noise_minibatches or a.n_minibatches
+        measured_minibatches = self.noise_settings.noise_minibatches or a.n_minibatches
         for epoch in range(a.n_epochs):
             for index, mb in enumerate(np.array_split(generator.permutation(whole_batch), a.n_minibatches)):
                 mb = self.own_rows(mb)
@@ -155,7 +155,7 @@ class PPOLearner(Learner):
 
     def targets(self, batch: Batch) -> PPORows:
         """The batch as rows with its GAE advantages and returns, from the acting policy's values."""
-        a = self.cfg.agent
+        a = self.agent
         advantages = gae_advantages(batch, a.gamma, a.gae_lambda)
         return PPORows(self.rows(batch.obs), self.rows(batch.actions), self.rows(advantages + batch.values),
                        self.rows(advantages), self.rows(batch.logprobs), self.rows(batch.values))

@@ -68,7 +68,7 @@ class LearnerProcess:
 
     def share_cores(self, learners_on_this_node: int) -> int:
         """torch threads: --learner-threads, or this node's cores shared by the learners placed on it."""
-        threads = self.cfg.run.learner_threads or max(1, (os.cpu_count() or 1) // learners_on_this_node)
+        threads = self.cfg.learner.learner_threads or max(1, (os.cpu_count() or 1) // learners_on_this_node)
         torch.set_num_threads(threads)
         return torch.get_num_threads()
 
@@ -78,13 +78,13 @@ class LearnerProcess:
 
     def join(self, host: str, port: int) -> None:
         """Join the process group and build the replica; every replica starts from rank 0's weights."""
-        device = resolve_device(self.cfg.run.learner_device)
+        device = resolve_device(self.cfg.learner.learner_device)
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", init_method=f"tcp://{host}:{port}",
                                 rank=self.rank, world_size=self.world_size,
                                 timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT))
         torch.manual_seed(self.cfg.run.seed)
         model = build_network(self.spec, self.cfg.agent.network, self.cfg.agent.mlp_hidden).to(device)
-        self.learner = LEARNERS[self.cfg.agent.algo](model, self.cfg, DataParallel())
+        self.learner = LEARNERS[self.cfg.agent.algo].from_config(model, self.cfg, DataParallel())
         self._load_flat(self._broadcast(flat_weights(self.learner.model)))
 
     def _broadcast(self, flat: np.ndarray) -> torch.Tensor:
@@ -138,10 +138,10 @@ class LearnerGroup:
     """
 
     def __init__(self, cfg: Config, spec: EnvSpec) -> None:
-        n = cfg.run.learners
+        n = cfg.learner.learners
         self.owns_ray = init_ray(cfg.run.address, log_to_driver=False, notices=notices_path(cfg))  # as RayPool: the driver speaks
         self.cfg = cfg
-        gpu = cfg.run.learner_device == "cuda"
+        gpu = cfg.learner.learner_device == "cuda"
         # No CPU reservation: the learners and the rollout actors take turns (collect, then
         # learn), and the rollout actors already reserve the cores. SPREAD puts one per node.
         remote = ray.remote(LearnerProcess).options(num_cpus=0, num_gpus=1 if gpu else 0,

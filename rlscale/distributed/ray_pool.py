@@ -259,7 +259,7 @@ class RayPool(Pool):
     WAITING_NOTICE = 10.0  # seconds after which an elastic pool says an actor waits for a CPU
 
     def __init__(self, cfg: Config, spec: EnvSpec) -> None:
-        super().__init__(cfg, cfg.run.n_actors)
+        super().__init__(cfg, cfg.pool.n_actors)
         elastic = self.max_vector_envs > 0
         if elastic:
             self.vector_envs_per_worker = [0] * self.workers_for(cfg.env.n_envs)
@@ -302,15 +302,16 @@ class RayPool(Pool):
             num_cpus=self.actor_cpus if cpus is None else cpus, scheduling_strategy="SPREAD",
             max_restarts=0)
         seed = self.cfg.run.seed * 7919 + index + 1_000 * self.failures
-        return remote.remote(self.cfg, self.spec, seed, 1, self.inference_rows)
+        c = self.cfg  # each actor gets the sections its worker reads
+        return remote.remote(c.env, c.pool, (c.agent.network, c.agent.mlp_hidden), self.spec, seed, 1, self.inference_rows)
 
     @property
     def inference_rows(self) -> int:
         """The rows of an actor's forward pass at the starting batch (what its precision is timed on)."""
         n_envs = self.cfg.env.n_envs
         if self.max_vector_envs:
-            return min(n_envs, self.cfg.run.envs_per_actor)
-        return -(-n_envs // max(1, self.cfg.run.n_actors))
+            return min(n_envs, self.cfg.pool.envs_per_actor)
+        return -(-n_envs // max(1, self.cfg.pool.n_actors))
 
     def inference(self) -> list[InferenceChoice]:
         ready = sorted(self._ready_workers())
@@ -318,7 +319,7 @@ class RayPool(Pool):
 
     def describe(self) -> str:
         nodes = len(set(self.placement()))
-        elastic = f", elastic: up to {self.cfg.run.envs_per_actor} envs each" if self.max_vector_envs else ""
+        elastic = f", elastic: up to {self.cfg.pool.envs_per_actor} envs each" if self.max_vector_envs else ""
         actors = len(self.actors)
         return (f"{actors} Ray actor{'s' if actors != 1 else ''} on {nodes} node{'s' if nodes > 1 else ''} "
                 f"({self.actor_cpus:.2g} CPU each{elastic})")
@@ -442,10 +443,10 @@ class RayPool(Pool):
     def _replace(self, w: int) -> None:
         """A new actor in slot w with as many fresh vector envs as the dead one had."""
         self.failures += 1
-        if self.failures > self.cfg.run.max_actor_failures:
+        if self.failures > self.cfg.pool.max_actor_failures:
             raise ActorFailures(
                 f"{self.failures} rollout actor failures (limit max_actor_failures "
-                f"{self.cfg.run.max_actor_failures}); check the environment and memory"
+                f"{self.cfg.pool.max_actor_failures}); check the environment and memory"
             )
         print(f"rollout actor {w} died (its process or node was lost); replacing it on the nodes left "
               f"({self.failures} failures so far; Ray's own messages are in its logs, "

@@ -84,7 +84,7 @@ class Engine(Protocol):
 
 
 def make_pool(cfg: Config, spec: EnvSpec) -> Pool:
-    if cfg.run.in_this_process:
+    if cfg.pool.in_this_process:
         return SerialPool(cfg, spec)
     from rlscale.distributed.ray_pool import RayPool  # Ray only where actors are asked for
 
@@ -95,44 +95,44 @@ def pool_is_timed(cfg: Config) -> bool:
     """Whether --pool auto times the serial pool against Ray actors at start-up: a native run with one
     learner, a fixed set of actors and no overlap, on this machine in a Ray of its own (not a cluster, not a
     Ray already running in this process, such as a sweep's trial: there the actors stay)."""
-    r = cfg.run
-    if r.pool != "auto" or r.in_this_process:
+    p = cfg.pool
+    if p.pool != "auto" or p.in_this_process:
         return False
-    if r.backend != "native" or r.learners > 1 or r.envs_per_actor or r.overlap:
+    if cfg.run.backend != "native" or cfg.learner.learners > 1 or p.envs_per_actor or p.overlap:
         return False
     from rlscale.distributed.ray_pool import (  # Ray only where actors may be chosen
         cluster_address,
         ray_running,
     )
 
-    return not cluster_address(r.address)[0] and not ray_running()
+    return not cluster_address(cfg.run.address)[0] and not ray_running()
 
 
 def passes_may_go_side_by_side(cfg: Config, model: torch.nn.Module, device: torch.device, threads: int) -> bool:
     """Whether learner_passes can split passes across threads: one CPU learner of 2 or more threads
     on a convolutional network (an MLP's or MinAtar's passes run on one thread)."""
-    return cfg.run.learners == 1 and device.type == "cpu" and threads > 1 and has_convolutions(model)
+    return cfg.learner.learners == 1 and device.type == "cpu" and threads > 1 and has_convolutions(model)
 
 
 def compiles(cfg: Config, model: torch.nn.Module, device: torch.device, side_by_side: bool = False) -> bool:
     """Whether the learner compiles its network (learner_compile; a single learner in this process,
     its precision resolved); ``side_by_side``: its passes are asked to go side by side, which run eager."""
-    if cfg.run.learners > 1 or cfg.run.learner_compile == "off":
+    if cfg.learner.learners > 1 or cfg.learner.learner_compile == "off":
         return False
-    if side_by_side and cfg.run.learner_compile == "auto":
+    if side_by_side and cfg.learner.learner_compile == "auto":
         return False  # Learner.share_passes: compiled code in two threads deadlocked
-    if cfg.run.learner_compile == "on":
+    if cfg.learner.learner_compile == "on":
         return True
     # auto: where it was measured to pay (rlscale/models/compiled.py): PPO's bf16 learner on a
     # CPU. A2C measures its noise on every batch by default, so its passes would run eager anyway.
-    return (cfg.agent.algo == "ppo" and cfg.run.learner_precision == "bf16" and device.type == "cpu"
+    return (cfg.agent.algo == "ppo" and cfg.learner.learner_precision == "bf16" and device.type == "cpu"
             and has_convolutions(model))
 
 
 def _pass_rows(cfg: Config, n_envs: int, model: torch.nn.Module, device: torch.device) -> int:
     """Rows of one learner pass at the start: the optimizer batch, in the passes the learner will use."""
     rows = max(1, int(n_envs * cfg.observations_per_env))
-    chunk = GradientRoute.for_model(model, device, cfg.run.learner_chunk_rows).chunk_rows
+    chunk = GradientRoute.for_model(model, device, cfg.learner.learner_chunk_rows).chunk_rows
     return min(rows, chunk) if chunk else rows
 
 
@@ -152,7 +152,7 @@ class NativeEngine:
         np.random.seed(cfg.run.seed)
         spec = probe_spec(cfg.env)
         model = build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden)
-        device = resolve_device(cfg.run.learner_device)
+        device = resolve_device(cfg.learner.learner_device)
         model = model.to(device)
         self.precision: PrecisionChoice | None = None
         # Observations of one learner pass for the start-up probes (threads, precision, compiling):
@@ -162,11 +162,11 @@ class NativeEngine:
         # --learner-threads 0 on a CPU: one thread for a small learner, else every core, fewer while
         # another process holds one (rlscale/engine/threads.py).
         self.threads_why = "set"
-        threads = cfg.run.learner_threads
+        threads = cfg.learner.learner_threads
         if not threads:
             threads, self.threads_why = (default_learner_threads(model, pass_obs(), cores)
-                                         if device.type == "cpu" and cfg.run.learners == 1 else (cores, "all cores"))
-        adapt = (cfg.run.learner_threads == 0 and cfg.run.learners == 1 and threads > 1 and device.type == "cpu")
+                                         if device.type == "cpu" and cfg.learner.learners == 1 else (cores, "all cores"))
+        adapt = (cfg.learner.learner_threads == 0 and cfg.learner.learners == 1 and threads > 1 and device.type == "cpu")
         start = threads
         if adapt:
             # A core busy elsewhere already: start the probes and the run at one thread fewer (threads.py).
@@ -179,19 +179,19 @@ class NativeEngine:
         self.threads = ThreadGovernor(cores, start=start) if adapt else None
         # What the governor reads when updates slow: whether another program took a core (BusyElsewhere). Not
         # with --overlap: there the run's own actors step beside the learner, which no reading tells apart.
-        self.busy_elsewhere = BusyElsewhere() if adapt and not cfg.run.overlap else None
-        if cfg.run.learner_precision == "auto":
-            self.precision = choose_precision(model, pass_obs(), channels_last=cfg.run.channels_last)
-            cfg = replace(cfg, run=replace(cfg.run, learner_precision=self.precision.precision))
+        self.busy_elsewhere = BusyElsewhere() if adapt and not cfg.pool.overlap else None
+        if cfg.learner.learner_precision == "auto":
+            self.precision = choose_precision(model, pass_obs(), channels_last=cfg.learner.channels_last)
+            cfg = replace(cfg, learner=replace(cfg.learner, learner_precision=self.precision.precision))
         self.cfg = cfg
         self.learner: Learner | LearnerGroup
-        if cfg.run.learners > 1:
+        if cfg.learner.learners > 1:
             # Ray only where learner actors are asked for.
             from rlscale.distributed.ray_learners import LearnerGroup
 
             self.learner = LearnerGroup(cfg, spec)
         else:
-            self.learner = LEARNERS[cfg.agent.algo](model, cfg)
+            self.learner = LEARNERS[cfg.agent.algo].from_config(model, cfg)
         if state is not None:
             self.learner.load_state_dict(state["learner"])
             torch.set_rng_state(state["torch_rng"])
@@ -199,11 +199,11 @@ class NativeEngine:
             self.learner.start_from(start_from)
         # learner_passes: how a team of threads shares the passes that measure nothing (side_by_side.py).
         split = passes_may_go_side_by_side(cfg, model, device, threads)
-        forced = split and cfg.run.learner_passes == "side-by-side"
+        forced = split and cfg.learner.learner_passes == "side-by-side"
         self.compile_note = self.learner.compile_network(pass_obs()) if compiles(cfg, model, device, forced) else ""
         self.passes_note = ""
-        if cfg.run.learner_passes != "team":
-            self.passes_note = (self.learner.share_passes(cfg.run.learner_passes, pass_obs, threads) if split else
+        if cfg.learner.learner_passes != "team":
+            self.passes_note = (self.learner.share_passes(cfg.learner.learner_passes, pass_obs, threads) if split else
                                 "team passes (side by side needs one CPU learner of 2 or more threads on a "
                                 "convolutional network)")
         self.pool_choice: PoolChoice | None = None
@@ -254,13 +254,13 @@ class NativeEngine:
                     pool.close()
             raise
         if self.pool_choice.chosen == "serial":
-            self.cfg = replace(self.cfg, run=replace(self.cfg.run, pool="serial"))
+            self.cfg = replace(self.cfg, pool=replace(self.cfg.pool, pool="serial"))
         return kept
 
     def describe(self) -> str:
-        precision = self.precision.describe() if self.precision else self.cfg.run.learner_precision
-        learner = f"learner: {self.learner.describe() if self.cfg.run.learners > 1 else self.learner.device}"
-        if self.cfg.run.learners == 1 and self.learner.device.type == "cpu":
+        precision = self.precision.describe() if self.precision else self.cfg.learner.learner_precision
+        learner = f"learner: {self.learner.describe() if self.cfg.learner.learners > 1 else self.learner.device}"
+        if self.cfg.learner.learners == 1 and self.learner.device.type == "cpu":
             threads = torch.get_num_threads()
             learner += f" ({threads} thread{'s' if threads > 1 else ''}: {self.threads_why})"
         compiled = f", {self.compile_note}" if self.compile_note else ""
@@ -284,7 +284,7 @@ class NativeEngine:
             self.pool.start(self.learner.flat_weights())
         batch = self.pool.collect()
         collected = time.perf_counter()
-        if self.cfg.run.overlap:
+        if self.cfg.pool.overlap:
             # The actors step the next rollout with these weights while the learner
             # trains on this batch: a policy lag of one update (as IMPALA's actors have).
             self.pool.start(self.learner.flat_weights())

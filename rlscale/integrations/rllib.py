@@ -306,11 +306,11 @@ def _add_env_id_column(input_observation_space, input_action_space, device=None)
 def check_supported(cfg: Config) -> None:
     if cfg.agent.algo != "ppo":
         raise UserError("--backend rllib runs PPO only: add --agent ppo (or leave --agent out)")
-    if cfg.run.in_this_process:
+    if cfg.pool.in_this_process:
         raise UserError("--backend rllib has no serial pool; leave --pool serial out")
-    if cfg.env.n_envs % cfg.run.n_actors:
+    if cfg.env.n_envs % cfg.pool.n_actors:
         raise UserError(f"--backend rllib splits --n-envs evenly over --n-actors env runners: "
-                        f"{cfg.env.n_envs} is not a multiple of {cfg.run.n_actors}")
+                        f"{cfg.env.n_envs} is not a multiple of {cfg.pool.n_actors}")
 
 
 def ppo_config(cfg: Config):
@@ -320,7 +320,7 @@ def ppo_config(cfg: Config):
 
     classes = rllib_classes()
     a = cfg.agent
-    n_runners = cfg.run.n_actors
+    n_runners = cfg.pool.n_actors
     batch = cfg.env.n_envs * a.n_steps
     if cfg.is_atari:
         # Nature CNN conv stack (valid padding: 7x7x64 = 3136 features); RLlib puts a
@@ -440,7 +440,7 @@ class RLlibEngine:
         self.noise = NoiseMeter(cfg.noise.noise_horizon, parts=("total",), clip=cfg.noise.noise_clip)
         self._optimizer_steps = 0
         # One torch thread in the driver: RLlib's small-batch train() ran much faster so.
-        torch.set_num_threads(cfg.run.learner_threads or 1)
+        torch.set_num_threads(cfg.learner.learner_threads or 1)
         self.owns_ray = init_ray(cfg.run.address, log_to_driver=False, notices=notices_path(cfg))
         register_env("rlscale-env", make_env)
         # RLlib warns on every PPO build that it runs on the new API stack, which is what we
@@ -460,7 +460,7 @@ class RLlibEngine:
     def describe(self) -> str:
         import ray
 
-        return f"RLlib {ray.__version__} PPO | {self.cfg.run.n_actors} env runners"
+        return f"RLlib {ray.__version__} PPO | {self.cfg.pool.n_actors} env runners"
 
     @property
     def optimizer_steps(self) -> int:

@@ -292,11 +292,11 @@ def batch_path(run: RunRecord, goal: float) -> BatchPath | None:
 def variant_of(run: RunRecord) -> str:
     """'fixed 80 lr 0.0007' for a fixed optimizer batch, else the batch control with its first batch,
     learning-rate rule, noise average and cool-down ('auto from 40 lr 0.0007 noise a1 avg 20000 cooldown 5000')."""
-    c, r = run.cfg.control, run.cfg.run
+    c, pool = run.cfg.control, run.cfg.pool
     lr = f"lr {run.cfg.agent.lr:g}"
     # Engine settings that can change learning: the policy lag, and bf16 forced on (learner, actors).
-    engine = (" overlap" if r.overlap else "") + (" bf16" if r.learner_precision == "bf16" else "")
-    engine += " actors bf16" if r.actor_precision == "bf16" else ""
+    engine = (" overlap" if pool.overlap else "") + (" bf16" if run.cfg.learner.learner_precision == "bf16" else "")
+    engine += " actors bf16" if pool.actor_precision == "bf16" else ""
     if c.batch == "fixed":
         return f"fixed {optimizer_batch(run):g} {lr}{engine}"
     if c.batch == "replay":  # its rates are the recorded run's: no rule of its own

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlscale.config import Config
+from rlscale.config import Config, EnvConfig, PoolConfig
 from rlscale.envs.vector import EnvSpec, Episode, Step, VectorEnv, sample_observations
 from rlscale.models.nets import build_network, sample_actions
 from rlscale.models.precision import (
@@ -139,32 +139,39 @@ class RolloutWorker:
     at the first rollout after it is ready.
     """
 
-    def __init__(self, cfg: Config, spec: EnvSpec, seed: int, torch_threads: int | None = None,
-                 inference_rows: int = 1, vectors_at_once: bool = False) -> None:
+    def __init__(self, env: EnvConfig, pool: PoolConfig, network: tuple[str, int], spec: EnvSpec, seed: int,
+                 torch_threads: int | None = None, inference_rows: int = 1, vectors_at_once: bool = False) -> None:
+        """``env``: the environments it builds; ``pool``: its forward passes' precision and layout; ``network``:
+        the agent's (name, MLP width), the policy it runs (``of_run`` takes all three from a run's config)."""
         if torch_threads:  # an actor process: one core per worker; the learner has its own
             torch.set_num_threads(torch_threads)
         # Step ALE's vector envs at once, each on its own emulator thread (one process with every core), or
         # one after the other (an actor of one core, whose other cores are the other actors'). Gymnasium's
         # vector envs step in this thread either way.
         self.vectors_at_once = vectors_at_once
-        self.cfg = cfg
+        self.env, self.pool = env, pool
         self.spec = spec
         self.vector_envs: list[VectorEnv] = []
         self.starting: list[tuple[Future[VectorEnv], int]] = []  # (being built, its env count), oldest first
         self.builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="env-builder")
-        self.policy = build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden)
+        self.policy = build_network(spec, *network)
         self.policy.requires_grad_(False)
         self.inference = self._choose_inference(inference_rows)
         self.policy = inference_model(self.policy, self.inference.precision, self.inference.channels_last)
         self.generator = torch.Generator().manual_seed(seed)
 
+    @classmethod
+    def of_run(cls, cfg: Config, spec: EnvSpec, seed: int, **options: Any) -> RolloutWorker:
+        """A worker with the sections of the run's config it reads."""
+        return cls(cfg.env, cfg.pool, (cfg.agent.network, cfg.agent.mlp_hidden), spec, seed, **options)
+
     def _choose_inference(self, rows: int) -> InferenceChoice:
         """The actor's precision and layout: timed here, on this node, on batches of ``rows``, or as set."""
-        if self.cfg.run.actor_precision == "auto":
+        if self.pool.actor_precision == "auto":
             obs = torch.from_numpy(sample_observations(self.spec, max(1, rows)))
             return choose_inference(self.policy, obs)
-        channels_last = self.cfg.run.actor_channels_last and has_convolutions(self.policy)
-        return InferenceChoice(self.cfg.run.actor_precision, channels_last, {}, {}, "set")
+        channels_last = self.pool.actor_channels_last and has_convolutions(self.policy)
+        return InferenceChoice(self.pool.actor_precision, channels_last, {}, {}, "set")
 
     def inference_choice(self) -> InferenceChoice:
         return self.inference
@@ -176,9 +183,9 @@ class RolloutWorker:
     def add_vector_env(self, env_ids: list[int], seed: int, background: bool = False) -> int:
         """Add a vector env; returns the random warm-up steps it took (0 while in the background)."""
         if background:
-            self.starting.append((self.builder.submit(VectorEnv, self.cfg.env, env_ids, seed), len(env_ids)))
+            self.starting.append((self.builder.submit(VectorEnv, self.env, env_ids, seed), len(env_ids)))
             return 0
-        venv = VectorEnv(self.cfg.env, env_ids, seed)
+        venv = VectorEnv(self.env, env_ids, seed)
         self.vector_envs.append(venv)
         return venv.warmup_steps
 
@@ -311,7 +318,7 @@ class Pool:
         self.vector_envs_per_worker: list[int] = [0] * n_workers
         # Elastic (--envs-per-actor K): ceil(n_envs / K) workers, added and retired as the
         # batch changes; 0: the workers given here, whatever the batch.
-        self.max_vector_envs = cfg.run.envs_per_actor // cfg.env.vector_size
+        self.max_vector_envs = cfg.pool.envs_per_actor // cfg.env.vector_size
         self.next_env_id = 0
         self.warmup_steps = 0
         self._rollout: Any = None  # the rollout started and not yet collected
@@ -465,7 +472,8 @@ class SerialPool(Pool):
 
     def __init__(self, cfg: Config, spec: EnvSpec) -> None:
         super().__init__(cfg, 1)
-        self.worker = RolloutWorker(cfg, spec, seed=cfg.run.seed, inference_rows=cfg.env.n_envs, vectors_at_once=True)
+        self.worker = RolloutWorker.of_run(cfg, spec, seed=cfg.run.seed, inference_rows=cfg.env.n_envs,
+                                           vectors_at_once=True)
         self.resize(cfg.env.n_envs)
 
     def _apply(self, adds, removes, background) -> int:

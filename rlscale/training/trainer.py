@@ -171,7 +171,7 @@ def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None,
     state = TrainState(n_envs=cfg.env.n_envs, base_lr=cfg.agent.lr)
     controller = BatchController(cfg.control, cfg.observations_per_env, cfg.pool_unit)
     # Growing buys machines on a cluster (modelled or elastic actors): not before anything is learned.
-    controller.hold_until_learning = cfg.control.cluster_nodes > 0 or cfg.run.envs_per_actor > 0
+    controller.hold_until_learning = cfg.control.cluster_nodes > 0 or cfg.pool.envs_per_actor > 0
     clock = ClusterClock(controller.cluster) if controller.cluster is not None else None
     if cfg.control.batch == "replay":
         controller.schedule = schedule or load_schedule(cfg)
