@@ -47,24 +47,26 @@ def sweep(game: str, out: Path, seeds: list[int], args: argparse.Namespace) -> N
     if args.goals:
         common += ["--goals", *map(str, args.goals)]
     starts = [round(f * args.best) for f in args.starts]
+    variant = [a for s in args.auto_set for a in ("--set", s)]
     if args.lr_alpha is None:  # one rate for all: one invocation an arm
-        runs = [["--batch-sizes", *map(str, args.fixed), "--auto-from", *map(str, starts), "--lrs",
-                 *map(str, args.lrs), "--sweep-dir", str(out / "two-core")],
-                ["--auto-from", *map(str, starts), "--lrs", *map(str, args.lrs), "--cluster-nodes", str(args.nodes),
-                 "--sweep-dir", str(out / "cluster")]]
+        rates = ["--lrs", *map(str, args.lrs)]
+        two_core = [["--batch-sizes", *map(str, args.fixed), "--auto-from", *map(str, starts), *rates,
+                     "--sweep-dir", str(out / "two-core")]]
+        variants = [["--auto-from", *map(str, starts), *rates, *variant, "--sweep-dir", str(out / "two-core-variant")]]
+        cluster = [["--auto-from", *map(str, starts), *rates, "--cluster-nodes", str(args.nodes),
+                    "--sweep-dir", str(out / "cluster")]]
     else:  # a rate per batch: one invocation a batch, its seeds side by side
-        runs = [["--batch-sizes", str(b), "--lrs", *map(str, lr_for(b, args)), "--sweep-dir", str(out / "two-core")]
-                for b in args.fixed]
-        runs += [["--auto-from", str(b), "--lrs", *map(str, lr_for(b, args)), "--sweep-dir", str(out / "two-core")]
-                 for b in starts]
-        runs += [["--auto-from", str(b), "--lrs", *map(str, lr_for(b, args)), "--cluster-nodes", str(args.nodes),
-                  "--sweep-dir", str(out / "cluster")] for b in starts]
-    if args.auto_set:  # a variant of auto from the same starts, in its own folder (its trials share auto's names)
-        variant = [a for s in args.auto_set for a in ("--set", s)]
-        runs += [["--auto-from", str(b), "--lrs", *map(str, lr_for(b, args)), *variant,
-                  "--sweep-dir", str(out / "two-core-variant")] for b in starts]
-    if args.only_variant:
-        runs = [r for r in runs if str(out / "two-core-variant") in r]
+        two_core = [["--batch-sizes", str(b), "--lrs", *map(str, lr_for(b, args)), "--sweep-dir", str(out / "two-core")]
+                    for b in args.fixed]
+        two_core += [["--auto-from", str(b), "--lrs", *map(str, lr_for(b, args)), "--sweep-dir", str(out / "two-core")]
+                     for b in starts]
+        variants = [["--auto-from", str(b), "--lrs", *map(str, lr_for(b, args)), *variant,
+                     "--sweep-dir", str(out / "two-core-variant")] for b in starts]
+        cluster = [["--auto-from", str(b), "--lrs", *map(str, lr_for(b, args)), "--cluster-nodes", str(args.nodes),
+                    "--sweep-dir", str(out / "cluster")] for b in starts]
+    # --auto-set: a variant of auto from the same starts, in its own folder (its trials share auto's names), run
+    # before the cluster arm so that the two-core arms finish first.
+    runs = variants if args.only_variant else two_core + (variants if args.auto_set else []) + cluster
     for extra in runs:
         command = [PYTHON, "-m", "rlscale.sweep", game, *extra, *common]
         print(f"[{time.strftime('%H:%M:%S')}] seeds {seeds}: {' '.join(command[1:])}", flush=True)
