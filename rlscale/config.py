@@ -651,17 +651,19 @@ RETIRED = {("run", "serial")} | {("control", key) for key in ("branches", "branc
                                         "branches_at_once", "heldout_rollouts", "remeasure", "remeasure_noise")}
 
 
-def _moved_to_their_sections(data: dict[str, Any]) -> dict[str, Any]:
-    """A saved config with each known key in the section that owns it today: configs saved before
-    2026-12-05 hold the pool's and the learner's settings under [run]. Unknown keys stay put, to be refused."""
-    out: dict[str, Any] = {}
-    for section, values in data.items():
-        if not isinstance(values, dict):
-            out[section] = values
-            continue
-        for key, value in values.items():
-            owner = FIELDS[key][0] if key in FIELDS else section
-            out.setdefault(owner, {})[key] = value
+def _moved_to_their_sections(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """A saved config with the pool's and the learner's settings in their sections: configs saved before
+    2026-12-05 hold them under [run]. Only those keys move; anything else misplaced is refused as before."""
+    run = data.get("run")
+    if not isinstance(run, dict):
+        return data
+    out = {section: dict(values) if isinstance(values, dict) else values for section, values in data.items()}
+    for key in [k for k in run if k in FIELDS and FIELDS[k][0] in ("pool", "learner")]:
+        owner = FIELDS[key][0]
+        target = out.setdefault(owner, {})
+        if not isinstance(target, dict) or key in target:
+            raise UserError(f"{where}: {key} is given under both [run] and [{owner}]; keep the one in [{owner}]")
+        target[key] = out["run"].pop(key)
     return out
 
 
@@ -673,7 +675,7 @@ def _apply_saved(data: dict[str, Any], where: str) -> Config:
                         "with a checkout of rlscale before it (git log -- rlscale/training/measure.py)")
     data = {section: {k: v for k, v in values.items() if (section, k) not in RETIRED} if isinstance(values, dict)
                       else values for section, values in data.items()}
-    data = _moved_to_their_sections(data)
+    data = _moved_to_their_sections(data, where)
     cfg = Config()
     for (section, key), value in BEHAVIOUR_BEFORE_FIELD.items():
         if key not in data.get(section, {}):

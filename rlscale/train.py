@@ -100,6 +100,8 @@ def settings_without_flags(values: Config, values_from: str) -> str:
              "docs/usage.md):"]
     for section, cls in SECTIONS.items():
         names = [f.name for f in dataclasses.fields(cls) if f.name not in FLAGS]
+        if not names:  # every setting of the section has a flag
+            continue
         lines += [f"  [{section}]"] + [
             f"    {name:<20}{_shown(getattr(getattr(values, section), name)):>10}  {_gist(_unscoped(FIELDS[name][1].metadata['help']))}"
             for name in names]

@@ -67,6 +67,18 @@ def test_a_config_saved_with_the_pool_and_learner_under_run_loads_them_into_thei
     assert (loaded.learner.learner_threads, loaded.pool.pool, loaded.learner.learner_precision) == (1, "serial", "fp32")
 
 
+@pytest.mark.parametrize("text, message", [
+    ("[run]\nlearner_threads = 1\n[learner]\nlearner_threads = 2\n", "under both [run] and [learner]"),
+    ("[env]\nlr = 0.1\n", "unknown key 'lr' in [env] (it belongs in [agent])"),
+])
+def test_a_saved_config_moves_only_the_old_run_keys(tmp_path, text, message):
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    with pytest.raises(UserError) as err:
+        load_saved(path)
+    assert message in str(err.value)
+
+
 def test_a_setting_in_the_wrong_section_of_a_preset_names_its_section(tmp_path):
     path = tmp_path / "bad.toml"
     path.write_text("[run]\nlearner_threads = 1\n")

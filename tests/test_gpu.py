@@ -55,7 +55,7 @@ def test_an_update_on_the_gpu_gives_the_cpus_parameters_and_noise_readings(algo,
     batch = random_batch(spec, cfg.agent.n_steps, 8)
     batch.logprobs[:] = np.log(1.0 / spec.n_actions)
     start = torch.from_numpy(flat_weights(model))
-    learners = {device: LEARNERS[algo](copy.deepcopy(model).to(device), cfg) for device in DEVICES}
+    learners = {device: LEARNERS[algo].from_config(copy.deepcopy(model).to(device), cfg) for device in DEVICES}
     for learner in learners.values():
         for _ in range(2):
             learner.update(batch)

@@ -132,7 +132,7 @@ def test_two_learners_take_the_same_step_as_one_learner_on_the_same_batch(ray_in
     try:
         start = group.state_dict()
         start_weights = group.flat_weights()
-        one = LEARNERS[algo](build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden), cfg)
+        one = LEARNERS[algo].from_config(build_network(spec, cfg.agent.network, cfg.agent.mlp_hidden), cfg)
         one.load_state_dict(start)
         for _ in range(2):
             metrics_one = one.update(batch, 7e-4)

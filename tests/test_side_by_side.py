@@ -45,7 +45,7 @@ def learner_and_batch(**settings: object) -> tuple[PPOLearner, object]:
 
 def test_side_by_side_passes_give_the_teams_update():
     team, batch = learner_and_batch()
-    side = PPOLearner(copy.deepcopy(team.model), team.agent, team.noise_settings, team.settings)
+    side = PPOLearner(copy.deepcopy(team.model), team.agent, team.noise_settings, team.settings, team.lagged)
     side.route.side_by_side = workers = SideBySide(2)
     start = torch.from_numpy(flat_weights(team.model))
     threads = torch.get_num_threads()
