@@ -52,7 +52,7 @@ def sweep(game: str, out: Path, seeds: list[int], args: argparse.Namespace) -> N
         rates = ["--lrs", *map(str, args.lrs)]
         two_core = [["--batch-sizes", *map(str, args.fixed), "--auto-from", *map(str, starts), *rates,
                      "--sweep-dir", str(out / "two-core")]]
-        variants = [["--auto-from", *map(str, starts), *rates, *variant, "--sweep-dir", str(out / "two-core-variant")]]
+        variants = [["--auto-from", *map(str, starts), *rates, *variant, "--sweep-dir", str(out / args.variant_dir)]]
         cluster = [["--auto-from", *map(str, starts), *rates, "--cluster-nodes", str(args.nodes),
                     "--sweep-dir", str(out / "cluster")]]
     else:  # a rate per batch: one invocation a batch, its seeds side by side
@@ -61,7 +61,7 @@ def sweep(game: str, out: Path, seeds: list[int], args: argparse.Namespace) -> N
         two_core += [["--auto-from", str(b), "--lrs", *map(str, lr_for(b, args)), "--sweep-dir", str(out / "two-core")]
                      for b in starts]
         variants = [["--auto-from", str(b), "--lrs", *map(str, lr_for(b, args)), *variant,
-                     "--sweep-dir", str(out / "two-core-variant")] for b in starts]
+                     "--sweep-dir", str(out / args.variant_dir)] for b in starts]
         cluster = [["--auto-from", str(b), "--lrs", *map(str, lr_for(b, args)), "--cluster-nodes", str(args.nodes),
                     "--sweep-dir", str(out / "cluster")] for b in starts]
     # --auto-set: a variant of auto from the same starts, in its own folder (its trials share auto's names), run
@@ -75,7 +75,7 @@ def sweep(game: str, out: Path, seeds: list[int], args: argparse.Namespace) -> N
 
 def report(out: Path, args: argparse.Namespace) -> None:
     goals = ["--goals", *map(str, args.goals)] if args.goals else []
-    two_core = [str(out / "two-core")] + ([str(out / "two-core-variant")] if args.auto_set else [])
+    two_core = [str(out / "two-core")] + ([str(out / args.variant_dir)] if args.auto_set else [])
     for name, command in (
         ("study.txt", [["rlscale.reports.study", *two_core, *goals],
                        ["rlscale.reports.study", str(out / "two-core"), str(out / "cluster"), *goals,
@@ -111,6 +111,7 @@ def main() -> None:
     p.add_argument("--set", action="append", default=[])
     p.add_argument("--auto-set", action="append", default=[], metavar="KEY=VALUE",
                    help="also run auto from each start with these settings (e.g. crit_ratio=7), in two-core-variant/")
+    p.add_argument("--variant-dir", default="two-core-variant", help="the variant arm's folder (default: %(default)s)")
     p.add_argument("--only-variant", action="store_true",
                    help="run only the --auto-set arm (the other arms are already done)")
     args = p.parse_args()
