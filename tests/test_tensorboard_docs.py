@@ -133,6 +133,13 @@ def ratio_parts(tag: str) -> tuple[str, str]:
     raise AssertionError(f"{tag} is marked 'where defined', but this test does not know what it divides")
 
 
+def resolved_fit(run: Run) -> bool:
+    """Whether auto's own fit of T(B) was resolved at some logged update, read back from its logged a and r:
+    an unresolved one logs a = 0 (no overhead) or r = 10^6 (no slope)."""
+    overhead, rate = run.series(tags.OVERHEAD_SECONDS), run.series(tags.EXCHANGE_RATE)
+    return any(overhead[step] > 0 and rate[step] < 0.999e6 for step in overhead.keys() & rate.keys())
+
+
 def defined(run: Run, tag: str) -> bool:
     """Whether a ratio had a value at some logged update: both of its averages positive there."""
     a, b = (run.series(t) for t in ratio_parts(tag))
@@ -161,8 +168,7 @@ CONDITIONS: dict[str, Callable[[Run, str], bool]] = {
     "resize": lambda run, tag: run.resized,
     "`--batch auto`": lambda run, tag: run.cfg.control.batch == "auto",
     "`--cluster-nodes`": lambda run, tag: run.cfg.control.cluster_nodes > 0,
-    # The run's own fit: auto's, once two batch sizes are timed (the PPO run's probe does that).
-    "once a fit exists": lambda run, tag: run.cfg.control.batch == "auto" or bool(run.cfg.control.cluster_fit),
+    "once the fit is resolved": lambda run, tag: bool(run.cfg.control.cluster_fit) or resolved_fit(run),
     "where defined": defined,
 }
 
