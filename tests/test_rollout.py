@@ -223,6 +223,42 @@ def test_vector_envs_stepped_at_once_give_the_batch_they_give_one_after_the_othe
     assert any(b.rewards.any() for b in in_turn)  # points were scored: the games moved
 
 
+def test_a_worker_steps_the_vector_envs_it_took_in_as_it_would_step_them_apart(monkeypatch):
+    """Gymnasium's vector envs join the worker's newest one (one call a step for all): grown in the background,
+    shrunk by a vector env, the batches are those of a worker that steps each vector env apart, bit for bit."""
+    cfg = build_config("minatar-breakout", "a2c", {"n_envs": 4, "vector_size": 2, "warmup_max_steps": 30})
+    spec, weights = weights_for(cfg)
+
+    def rollouts(apart: bool) -> tuple[list[Batch], int]:
+        if apart:
+            monkeypatch.setattr(RolloutWorker, "_keep", lambda self, venv: self.vector_envs.append(venv))
+        worker = RolloutWorker.of_run(cfg, spec, seed=3, inference_rows=4)
+        try:
+            assert worker.add_vector_env([0, 1], seed=11) > 0 and worker.add_vector_env([2, 3], seed=13) > 0
+            batches = [worker.rollout(weights, 16) for _ in range(3)]
+            worker.resize([([4, 5], 15), ([6, 7], 17)], removes=0, background=True)
+            for building, _ in worker.starting:  # both ready before the next rollout: it takes both in
+                building.result()
+            batches += [worker.rollout(weights, 16) for _ in range(3)]
+            assert worker.remove_vector_env() == [6, 7]
+            batches += [worker.rollout(weights, 16) for _ in range(3)]
+            return batches, len(worker.vector_envs)
+        finally:
+            worker.close()
+            monkeypatch.undo()
+
+    (joined, joined_vectors), (apart, apart_vectors) = rollouts(False), rollouts(True)
+    assert (joined_vectors, apart_vectors) == (1, 3)
+    assert [b.n_envs for b in joined][-1] == 6 and max(b.n_envs for b in joined) == 8
+    for a, b in zip(joined, apart, strict=True):
+        for name in ("obs", "actions", "rewards", "terminated", "truncated", "values", "logprobs",
+                     "bootstrap_values", "env_ids"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+        assert a.episodes == b.episodes and a.warmup_steps == b.warmup_steps
+    assert sum(len(b.episodes) for b in joined) > 0  # episodes ended: the bookkeeping was carried along
+
+
+
 def test_a_step_in_flight_is_never_answered_out_of_line():
     """ALE queues a second send and answers it with the first step's results: a send while a step is in flight
     is refused, and an env that lost a step to an error steps no more."""

@@ -246,10 +246,62 @@ class VectorEnv:
         if sent is not None and self.native:
             self.vec.recv()
 
+    def absorb(self, other: VectorEnv) -> None:
+        """Take ``other``'s environments in after this one's, each where it stands, and ``other`` with them.
+
+        For gymnasium's sync vector envs, which step their environments one after the other in Python:
+        one call steps both as two calls would (the same environments in the same order, the same
+        draws), without the cost of a call per vector env, about 0.1 ms a step on MinAtar (a pool
+        grown in vector envs of 2 acted 1.6x slower than one vector env of the same 128 environments,
+        docs/performance.md)."""
+        if self.native or other.native or self.twin is not None or other.twin is not None:
+            raise ValueError("only gymnasium's sync vector envs without a render twin take others in")
+        if self.sent is not None or other.sent is not None or self.broken or other.broken:
+            raise RuntimeError("absorb while a step is in flight or after a lost one")
+        self.vec = _sync_vector([*_released_envs(self.vec), *_released_envs(other.vec)])
+        self.env_ids = np.concatenate([self.env_ids, other.env_ids])
+        self.obs = np.concatenate([self.obs, other.obs])
+        self.returns = np.concatenate([self.returns, other.returns])
+        self.lengths = np.concatenate([self.lengths, other.lengths])
+        self.reportable = np.concatenate([self.reportable, other.reportable])
+        self.n = len(self.env_ids)
+        self.info = {}
+        other.n, other.env_ids = 0, other.env_ids[:0]
+
+    def close_last(self, k: int) -> list[int]:
+        """Close the last ``k`` of several environments (unfinished episodes are dropped); their ids."""
+        if not 0 < k < self.n or self.native or self.twin is not None:
+            raise ValueError(f"close_last({k}) of a vector env of {self.n}: close it whole instead")
+        if self.sent is not None or self.broken:
+            raise RuntimeError("close_last while a step is in flight or after a lost one")
+        envs = _released_envs(self.vec)
+        for env in envs[-k:]:
+            env.close()
+        self.vec = _sync_vector(envs[:-k])
+        gone = self.env_ids[-k:].tolist()
+        self.env_ids, self.obs = self.env_ids[:-k], self.obs[:-k]
+        self.returns, self.lengths, self.reportable = self.returns[:-k], self.lengths[:-k], self.reportable[:-k]
+        self.n -= k
+        self.info = {}
+        return gone
+
     def close(self) -> None:
         self.vec.close()
         if self.twin is not None:
             self.twin.close()
+
+
+def _released_envs(vec: gym.vector.SyncVectorEnv) -> list[gym.Env]:
+    """A sync vector env's environments, taken out of it: it then closes (as it would when collected)
+    without closing them."""
+    envs, vec.envs = vec.envs, []
+    vec.close()
+    return envs
+
+
+def _sync_vector(envs: list[gym.Env]) -> gym.vector.SyncVectorEnv:
+    """Environments already built, each where it stands, as one sync vector env (what ``gym.make_vec`` builds)."""
+    return gym.vector.SyncVectorEnv([lambda env=env: env for env in envs], autoreset_mode=AutoresetMode.SAME_STEP)
 
 
 ATARI_SCREEN = 84  # the side of an Atari observation's square grey frames

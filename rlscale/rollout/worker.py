@@ -136,7 +136,9 @@ class RolloutWorker:
     start-up and 0-500 random steps: seconds for a few Atari envs) on a
     thread of their own while the worker keeps stepping its other envs; ALE
     releases the GIL, so both make progress. A new vector env joins the batch
-    at the first rollout after it is ready.
+    at the first rollout after it is ready: gymnasium's inside the worker's
+    vector env (``VectorEnv.absorb``), so a grown pool steps as one built at
+    its size would.
     """
 
     def __init__(self, env: EnvConfig, pool: PoolConfig, network: tuple[str, int], spec: EnvSpec, seed: int,
@@ -186,8 +188,17 @@ class RolloutWorker:
             self.starting.append((self.builder.submit(VectorEnv, self.env, env_ids, seed), len(env_ids)))
             return 0
         venv = VectorEnv(self.env, env_ids, seed)
-        self.vector_envs.append(venv)
-        return venv.warmup_steps
+        warmup = venv.warmup_steps
+        self._keep(venv)
+        return warmup
+
+    def _keep(self, venv: VectorEnv) -> None:
+        """Step ``venv`` from the next rollout on: gymnasium's inside the newest vector env (one call a step
+        for all of them), ALE's as one of its own (each steps on its own emulator thread)."""
+        if self.vector_envs and not venv.native:
+            self.vector_envs[-1].absorb(venv)
+        else:
+            self.vector_envs.append(venv)
 
     def resize(self, adds: list[tuple[list[int], int]], removes: int, background: bool) -> int:
         """Remove ``removes`` vector envs, then add ``adds`` (env ids, seed); one call per resize.
@@ -200,11 +211,14 @@ class RolloutWorker:
         return sum(self.add_vector_env(ids, seed, background) for ids, seed in adds)
 
     def remove_vector_env(self) -> list[int]:
-        """Close the newest vector env (one still starting first); unfinished episodes are dropped."""
+        """Close the newest vector env (one still starting first; of gymnasium's, the last ``vector_size``
+        environments of the vector env that took it in); unfinished episodes are dropped."""
         if self.starting:
             future, _ = self.starting.pop()
             future.add_done_callback(_close_when_built)
             return []
+        if self.vector_envs[-1].n > self.env.vector_size:  # gymnasium's, holding the vector envs it took in
+            return self.vector_envs[-1].close_last(self.env.vector_size)
         venv = self.vector_envs.pop()
         venv.close()
         return venv.env_ids.tolist()
@@ -214,8 +228,8 @@ class RolloutWorker:
         warmup = 0
         while self.starting and self.starting[0][0].done():
             venv = self.starting.pop(0)[0].result()  # a build error surfaces here
-            self.vector_envs.append(venv)
             warmup += venv.warmup_steps
+            self._keep(venv)
         return warmup
 
     def env_ids(self) -> list[int]:
