@@ -231,25 +231,33 @@ def test_a_worker_steps_the_vector_envs_it_took_in_as_it_would_step_them_apart(m
 
     def rollouts(apart: bool) -> tuple[list[Batch], int]:
         if apart:
-            monkeypatch.setattr(RolloutWorker, "_keep", lambda self, venv: self.vector_envs.append(venv))
+            monkeypatch.setattr(RolloutWorker, "_keep", lambda self, venvs: self.vector_envs.extend(venvs))
+        else:  # each taking-in rebuilds the whole vector env: a grow's vector envs join in one
+            real_absorb = VectorEnv.absorb
+            monkeypatch.setattr(VectorEnv, "absorb", lambda self, others: absorbed.append(len(others))
+                                or real_absorb(self, others))
         worker = RolloutWorker.of_run(cfg, spec, seed=3, inference_rows=4)
         try:
             assert worker.add_vector_env([0, 1], seed=11) > 0 and worker.add_vector_env([2, 3], seed=13) > 0
             batches = [worker.rollout(weights, 16) for _ in range(3)]
-            worker.resize([([4, 5], 15), ([6, 7], 17)], removes=0, background=True)
+            worker.resize([([4, 5], 15), ([6, 7], 17), ([8, 9], 19)], removes=0, background=True)
             for building, _ in worker.starting:  # both ready before the next rollout: it takes both in
                 building.result()
             batches += [worker.rollout(weights, 16) for _ in range(3)]
-            assert worker.remove_vector_env() == [6, 7]
+            assert worker.remove_vector_env() == [8, 9]
+            batches += [worker.rollout(weights, 16) for _ in range(2)]
+            assert worker.remove_vector_envs(2) == [4, 5, 6, 7]
             batches += [worker.rollout(weights, 16) for _ in range(3)]
             return batches, len(worker.vector_envs)
         finally:
             worker.close()
             monkeypatch.undo()
 
+    absorbed: list[int] = []
     (joined, joined_vectors), (apart, apart_vectors) = rollouts(False), rollouts(True)
-    assert (joined_vectors, apart_vectors) == (1, 3)
-    assert [b.n_envs for b in joined][-1] == 6 and max(b.n_envs for b in joined) == 8
+    assert absorbed == [1, 3]  # the second vector env, then the grow's three at once
+    assert (joined_vectors, apart_vectors) == (1, 2)
+    assert [b.n_envs for b in joined][-1] == 4 and max(b.n_envs for b in joined) == 10
     for a, b in zip(joined, apart, strict=True):
         for name in ("obs", "actions", "rewards", "terminated", "truncated", "values", "logprobs",
                      "bootstrap_values", "env_ids"):

@@ -184,53 +184,64 @@ class RolloutWorker:
 
     def add_vector_env(self, env_ids: list[int], seed: int, background: bool = False) -> int:
         """Add a vector env; returns the random warm-up steps it took (0 while in the background)."""
-        if background:
-            self.starting.append((self.builder.submit(VectorEnv, self.env, env_ids, seed), len(env_ids)))
-            return 0
-        venv = VectorEnv(self.env, env_ids, seed)
-        warmup = venv.warmup_steps
-        self._keep(venv)
-        return warmup
+        return self.resize([(env_ids, seed)], 0, background)
 
-    def _keep(self, venv: VectorEnv) -> None:
-        """Step ``venv`` from the next rollout on: gymnasium's inside the newest vector env (one call a step
-        for all of them), ALE's as one of its own (each steps on its own emulator thread)."""
-        if self.vector_envs and not venv.native:
-            self.vector_envs[-1].absorb(venv)
-        else:
-            self.vector_envs.append(venv)
+    def _keep(self, venvs: list[VectorEnv]) -> None:
+        """Step ``venvs`` from the next rollout on: gymnasium's inside the newest vector env, taken in at
+        once (one call a step for all; ~50 us an environment to take in, so never one by one), ALE's each
+        as one of its own (each steps on its own emulator thread)."""
+        joining = [v for v in venvs if not v.native]
+        self.vector_envs.extend(v for v in venvs if v.native)
+        if joining and not self.vector_envs:
+            self.vector_envs.append(joining.pop(0))
+        if joining:
+            self.vector_envs[-1].absorb(joining)
 
     def resize(self, adds: list[tuple[list[int], int]], removes: int, background: bool) -> int:
         """Remove ``removes`` vector envs, then add ``adds`` (env ids, seed); one call per resize.
 
         One call, not one per vector env: a builder thread that holds the GIL
         while an emulator starts would otherwise delay every later call.
+        Returns the random warm-up steps of the envs built in the call.
         """
-        for _ in range(removes):
-            self.remove_vector_env()
-        return sum(self.add_vector_env(ids, seed, background) for ids, seed in adds)
+        self.remove_vector_envs(removes)
+        if background:
+            self.starting += [(self.builder.submit(VectorEnv, self.env, ids, seed), len(ids)) for ids, seed in adds]
+            return 0
+        built = [VectorEnv(self.env, ids, seed) for ids, seed in adds]
+        self._keep(built)
+        return sum(v.warmup_steps for v in built)
 
     def remove_vector_env(self) -> list[int]:
-        """Close the newest vector env (one still starting first; of gymnasium's, the last ``vector_size``
-        environments of the vector env that took it in); unfinished episodes are dropped."""
-        if self.starting:
+        """Close the newest vector env; its env ids (none for one still starting)."""
+        return self.remove_vector_envs(1)
+
+    def remove_vector_envs(self, count: int) -> list[int]:
+        """Close the newest ``count`` vector envs, those still starting first (of gymnasium's, the last
+        ``vector_size`` environments each of the vector env that took them in); unfinished episodes are
+        dropped. Returns the closed env ids."""
+        for _ in range(min(count, len(self.starting))):
             future, _ = self.starting.pop()
             future.add_done_callback(_close_when_built)
-            return []
-        if self.vector_envs[-1].n > self.env.vector_size:  # gymnasium's, holding the vector envs it took in
-            return self.vector_envs[-1].close_last(self.env.vector_size)
-        venv = self.vector_envs.pop()
-        venv.close()
-        return venv.env_ids.tolist()
+            count -= 1
+        closed: list[int] = []
+        envs_left = count * self.env.vector_size
+        while envs_left > 0:
+            newest = self.vector_envs[-1]
+            if newest.n > envs_left:  # gymnasium's, holding the vector envs it took in: closed in one call
+                return newest.close_last(envs_left) + closed
+            self.vector_envs.pop().close()
+            closed = newest.env_ids.tolist() + closed
+            envs_left -= newest.n
+        return closed
 
     def _join_ready(self) -> int:
         """Move built vector envs into the batch, in the order they were asked for."""
-        warmup = 0
+        ready = []
         while self.starting and self.starting[0][0].done():
-            venv = self.starting.pop(0)[0].result()  # a build error surfaces here
-            warmup += venv.warmup_steps
-            self._keep(venv)
-        return warmup
+            ready.append(self.starting.pop(0)[0].result())  # a build error surfaces here
+        self._keep(ready)
+        return sum(v.warmup_steps for v in ready)
 
     def env_ids(self) -> list[int]:
         return [int(i) for v in self.vector_envs for i in v.env_ids]
