@@ -108,22 +108,28 @@ def main() -> None:
     print(f"{'batch':>6s} {'variant':22s} {'ms/update':>10s} {'vs off':>7s}")
     for n_envs in args.envs:
         batch, spec = pong_batch(n_envs)
-        learners = {}
-        for name, overrides in VARIANTS.items():
-            if (args.no_bf16 and "bf16" in name) or (args.only and name not in args.only and name != "off"):
-                continue
-            config = {"measure_curvature": "metrics" in name,
-                      **{k: v for k, v in overrides.items() if k not in (SHARED_PASS, ALWAYS_GRAM)}}
-            torch.manual_seed(1)  # the same weights for every variant
-            learner = A2CLearner.from_config(build_network(spec, "auto", 64),
-                                 build_config("pong", "a2c", {"n_envs": n_envs, **config}))
-            learner.route.shared_pass = overrides.get(SHARED_PASS, learner.route.shared_pass)
-            learners[name] = learner
+        learners = {name: variant_learner(name, spec, n_envs) for name in VARIANTS
+                    if not ((args.no_bf16 and "bf16" in name) or (args.only and name not in args.only and name != "off"))}
         updates = {name: functools.partial(gram_always if VARIANTS[name].get(ALWAYS_GRAM) else run_update,
                                            learner, batch) for name, learner in learners.items()}
         medians = interleaved_medians(updates, args.repeats)
         for name, med in medians.items():
             print(f"{batch.size:6d} {name:22s} {1000 * med:10.1f} {med / medians['off']:7.2f}")
+
+
+def variant_learner(name: str, spec, n_envs: int) -> A2CLearner:
+    """The Pong A2C learner of one variant, on the same weights as every other."""
+    overrides = VARIANTS[name]
+    # noise_settle 0: every timed update measures, as a run's do once its environments have settled (with
+    # the default 50 steps, the first 10 batches of 5 steps measure nothing: until 2026-12-05 this
+    # benchmark's few updates all fell in that wait, and "total + metrics" timed no metrics).
+    config = {"measure_curvature": "metrics" in name, "noise_settle": 0,
+              **{k: v for k, v in overrides.items() if k not in (SHARED_PASS, ALWAYS_GRAM)}}
+    torch.manual_seed(1)  # the same weights for every variant
+    learner = A2CLearner.from_config(build_network(spec, "auto", 64),
+                                     build_config("pong", "a2c", {"n_envs": n_envs, **config}))
+    learner.route.shared_pass = overrides.get(SHARED_PASS, learner.route.shared_pass)
+    return learner
 
 
 def run_update(learner: A2CLearner, batch) -> None:
