@@ -453,9 +453,9 @@ class RayPool(Pool):
               f"{RAY_LOGS})", flush=True)
         self.actors[w] = self._start_replacement(w)
         self.placed[w] = self.actors[w].node_id.remote()
-        adds = [self.actors[w].add_vector_env.remote(*self._new_vector_ids())
-                for _ in range(self.vector_envs_per_worker[w])]
-        self.warmup_steps += sum(ray.get(adds))
+        # One call, so that gymnasium's vector envs join in one rebuild (RolloutWorker.resize).
+        adds = [self._new_vector_ids() for _ in range(self.vector_envs_per_worker[w])]
+        self.warmup_steps += ray.get(self.actors[w].resize.remote(adds, 0, False))
 
     def _start(self, weights: np.ndarray) -> _Rollout:
         self._retire_idle_workers()  # the last rollout is collected: its actors are free to go
