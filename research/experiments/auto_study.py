@@ -17,7 +17,7 @@ resumes. When every seed is done it writes the reports beside the runs:
         --lr-alpha 0.5 --fixed 40 80 160 320 640 2560 --goals 5 8 11 14 --seeds 10 11 12 13 14 ...
 
 ``--auto-set crit_ratio=7`` adds a variant of ``auto`` from the same starts (``two-core-variant/``, reported in
-study.txt beside the others); ``--only-variant`` runs just that arm where the others are done.
+study.txt beside the others); ``--arms`` runs some arms only (``--only-variant``: just the variant).
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ def sweep(game: str, out: Path, seeds: list[int], args: argparse.Namespace) -> N
     variant = [a for s in args.auto_set for a in ("--set", s)]
     if args.lr_alpha is None:  # one rate for all: one invocation an arm
         rates = ["--lrs", *map(str, args.lrs)]
-        two_core = [["--batch-sizes", *map(str, args.fixed), "--auto-from", *map(str, starts), *rates,
-                     "--sweep-dir", str(out / "two-core")]]
+        two_core = [["--batch-sizes", *map(str, args.fixed), *rates, "--sweep-dir", str(out / "two-core")],
+                    ["--auto-from", *map(str, starts), *rates, "--sweep-dir", str(out / "two-core")]]
         variants = [["--auto-from", *map(str, starts), *rates, *variant, "--sweep-dir", str(out / args.variant_dir)]]
         cluster = [["--auto-from", *map(str, starts), *rates, "--cluster-nodes", str(args.nodes),
                     "--sweep-dir", str(out / "cluster")]]
@@ -66,7 +66,10 @@ def sweep(game: str, out: Path, seeds: list[int], args: argparse.Namespace) -> N
                     "--sweep-dir", str(out / "cluster")] for b in starts]
     # --auto-set: a variant of auto from the same starts, in its own folder (its trials share auto's names), run
     # before the cluster arm so that the two-core arms finish first.
-    runs = variants if args.only_variant else two_core + (variants if args.auto_set else []) + cluster
+    arms = {"fixed": [r for r in two_core if "--batch-sizes" in r],
+            "auto": [r for r in two_core if "--auto-from" in r], "variant": variants if args.auto_set else [],
+            "cluster": cluster}
+    runs = [r for arm in args.arms for r in arms[arm]]
     for extra in runs:
         command = [PYTHON, "-m", "rlscale.sweep", game, *extra, *common]
         print(f"[{time.strftime('%H:%M:%S')}] seeds {seeds}: {' '.join(command[1:])}", flush=True)
@@ -113,8 +116,13 @@ def main() -> None:
                    help="also run auto from each start with these settings (e.g. crit_ratio=7), in two-core-variant/")
     p.add_argument("--variant-dir", default="two-core-variant", help="the variant arm's folder (default: %(default)s)")
     p.add_argument("--only-variant", action="store_true",
-                   help="run only the --auto-set arm (the other arms are already done)")
+                   help="run only the --auto-set arm (the other arms are already done): --arms variant")
+    p.add_argument("--arms", nargs="+", choices=["fixed", "auto", "variant", "cluster"],
+                   default=["fixed", "auto", "variant", "cluster"],
+                   help="which arms to run, in this order (default: all; variant only with --auto-set)")
     args = p.parse_args()
+    if args.only_variant:
+        args.arms = ["variant"]
     out = args.out / (args.name or args.game)
     out.mkdir(parents=True, exist_ok=True)
     for chunk in range(0, len(args.seeds), args.jobs):
