@@ -39,8 +39,8 @@ def main() -> None:
             moves = moves[moves != 0]
             reversals = int(np.sum(moves[1:] != moves[:-1]))  # a grow the next resize undoes, or a shrink
             print(f"{sweep.name:17s} {run.name:26s} wall {summary['wall_seconds']:7.1f} s  T(B) summed "
-                  f"{modelled:7.1f} s  ratio {summary['wall_seconds'] / modelled:4.2f}  batch changes {changes:3d}  resizes {len(moves):3d} "
-                  f"({reversals:2d} reversing the one before)  "
+                  f"{modelled:7.1f} s  ratio {summary['wall_seconds'] / modelled:4.2f}  batch changes {changes:3d}  "
+                  f"resizes {len(moves):3d} ({reversals:2d} reversing the one before)  "
                   f"warm-up steps {summary['warmup_steps'] / summary['agent_steps']:4.0%} of agent steps"
                   + (f"\n{'':44s}{where_the_excess_is(scalars, args.a, args.b)}" if args.where else ""))
 
@@ -51,7 +51,8 @@ def where_the_excess_is(scalars: dict, a: float, b: float) -> str:
     _, update = scalars["perf/update_seconds"]
     _, batch = scalars["batch/optimizer_batch"]
     _, n_envs = scalars["batch/n_envs"]
-    starting = scalars["batch/starting_envs"][1] > 0 if "batch/starting_envs" in scalars else np.zeros(len(update), bool)
+    starting = (scalars["batch/starting_envs"][1] > 0 if "batch/starting_envs" in scalars
+                else np.zeros(len(update), bool))
     modelled = a + b * batch
     after = np.zeros(len(update), bool)
     for change in np.flatnonzero(np.diff(n_envs) != 0) + 1:

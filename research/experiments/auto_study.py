@@ -50,25 +50,23 @@ def sweep(game: str, out: Path, seeds: list[int], args: argparse.Namespace) -> N
     variant = [a for s in args.auto_set for a in ("--set", s)]
     if args.lr_alpha is None:  # one rate for all: one invocation an arm
         rates = ["--lrs", *map(str, args.lrs)]
-        two_core = [["--batch-sizes", *map(str, args.fixed), *rates, "--sweep-dir", str(out / "two-core")],
-                    ["--auto-from", *map(str, starts), *rates, "--sweep-dir", str(out / "two-core")]]
+        fixed = [["--batch-sizes", *map(str, args.fixed), *rates, "--sweep-dir", str(out / "two-core")]]
+        auto = [["--auto-from", *map(str, starts), *rates, "--sweep-dir", str(out / "two-core")]]
         variants = [["--auto-from", *map(str, starts), *rates, *variant, "--sweep-dir", str(out / args.variant_dir)]]
         cluster = [["--auto-from", *map(str, starts), *rates, "--cluster-nodes", str(args.nodes),
                     "--sweep-dir", str(out / "cluster")]]
     else:  # a rate per batch: one invocation a batch, its seeds side by side
-        two_core = [["--batch-sizes", str(b), "--lrs", *map(str, lr_for(b, args)), "--sweep-dir", str(out / "two-core")]
-                    for b in args.fixed]
-        two_core += [["--auto-from", str(b), "--lrs", *map(str, lr_for(b, args)), "--sweep-dir", str(out / "two-core")]
-                     for b in starts]
+        fixed = [["--batch-sizes", str(b), "--lrs", *map(str, lr_for(b, args)), "--sweep-dir", str(out / "two-core")]
+                 for b in args.fixed]
+        auto = [["--auto-from", str(b), "--lrs", *map(str, lr_for(b, args)), "--sweep-dir", str(out / "two-core")]
+                for b in starts]
         variants = [["--auto-from", str(b), "--lrs", *map(str, lr_for(b, args)), *variant,
                      "--sweep-dir", str(out / args.variant_dir)] for b in starts]
         cluster = [["--auto-from", str(b), "--lrs", *map(str, lr_for(b, args)), "--cluster-nodes", str(args.nodes),
                     "--sweep-dir", str(out / "cluster")] for b in starts]
     # --auto-set: a variant of auto from the same starts, in its own folder (its trials share auto's names), run
     # before the cluster arm so that the two-core arms finish first.
-    arms = {"fixed": [r for r in two_core if "--batch-sizes" in r],
-            "auto": [r for r in two_core if "--auto-from" in r], "variant": variants if args.auto_set else [],
-            "cluster": cluster}
+    arms = {"fixed": fixed, "auto": auto, "variant": variants if args.auto_set else [], "cluster": cluster}
     runs = [r for arm in args.arms for r in arms[arm]]
     for extra in runs:
         command = [PYTHON, "-m", "rlscale.sweep", game, *extra, *common]
