@@ -22,10 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
+from rlscale.goals import GOAL_WINDOW, first_crossing
 from rlscale.rundir.events import read_scalars
 from rlscale.tags import EPISODE_RETURN
-
-WINDOW = 20  # episodes in the mean a goal is read from, as the training loop's stop rule
 
 
 def run_one(game: str, run_dir: Path, seed: int, setting: str, extra: list[str]) -> None:
@@ -41,12 +40,10 @@ def run_one(game: str, run_dir: Path, seed: int, setting: str, extra: list[str])
 
 
 def read_run(run_dir: Path, goal: float) -> tuple[float, float]:
-    """(mean return over every episode of the run, agent steps when the 20-episode mean first reached goal)."""
+    """(mean return over every episode of the run, agent steps when the goal window's mean first reached goal)."""
     steps, returns = read_scalars(run_dir)[EPISODE_RETURN]
-    means = np.convolve(returns, np.ones(WINDOW) / WINDOW, mode="valid")
-    reached = np.nonzero(means >= goal)[0]
-    at = float(steps[reached[0] + WINDOW - 1]) if reached.size else float("nan")
-    return float(np.mean(returns)), at
+    at = first_crossing(steps, returns, goal)
+    return float(np.mean(returns)), float("nan") if at is None else at
 
 
 def bootstrap(values: np.ndarray, stat, rng: np.random.Generator, n: int = 10_000) -> tuple[float, float]:
@@ -78,7 +75,7 @@ def main() -> None:
             for v in (args.a, args.b)}
     a, b = rows[args.a], rows[args.b]
     print(f"{args.game}, {args.key} {args.a} (A) against {args.b} (B), seeds {args.seeds}, goal {args.goal:g} "
-          f"(mean of the last {WINDOW} episodes); extra: {' '.join(args.extra)}")
+          f"(mean of the last {GOAL_WINDOW} episodes); extra: {' '.join(args.extra)}")
     print(f"{'seed':>5} {'mean return A':>14} {'B':>8} {'steps to goal A':>16} {'B':>10}")
     for s, ra, rb in zip(args.seeds, a, b, strict=True):
         print(f"{s:>5} {ra[0]:>14.3f} {rb[0]:>8.3f} {ra[1]:>16,.0f} {rb[1]:>10,.0f}")
