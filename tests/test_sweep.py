@@ -180,10 +180,10 @@ def test_a_noisy_trend_is_not_a_sure_forecast_and_the_line_says_so():
 
 def test_the_pong_preset_carries_its_reference_run_into_the_header():
     cfg = build_config("pong", None, {})
-    assert cfg.agent.reference_steps == [885_760, 939_008, 1_342_464]
+    assert cfg.agent.reference_steps == [2_006_016, 2_331_648, 2_677_760]
     assert stop_clause(cfg) == (", stops at a mean return of 18 over 20 episodes "
-                                "(the preset's reference run: at 1,342,464 agent steps)")
-    assert reference_step(cfg, 15.0, 900_000) == 939_008 and reference_step(cfg, 15.0, 940_000) is None
+                                "(the preset's reference run: at 2,677,760 agent steps)")
+    assert reference_step(cfg, 15.0, 2_000_000) == 2_331_648 and reference_step(cfg, 15.0, 2_340_000) is None
     assert build_config("pong", "a2c", {}).agent.reference_steps == []  # PPO's run says nothing of A2C's
     other = build_config("pong", None, {"goals": [10.0, 18.0]})  # not one per goal: not used
     assert reference_step(other, 18.0, 0) is None
