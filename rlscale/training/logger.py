@@ -157,8 +157,10 @@ class RunLogger:
         per_s = eta_rate or steps_per_s
         eta = ""
         if per_s > 0 and step < total:
-            eta = f"  ETA ~{duration((total - step) / per_s)} (rate settling)" if settling else \
-                f"  ETA {duration((total - step) / per_s)}"
+            # "budget": a run that stops at a goal usually ends long before its budget, and the goal's
+            # own estimate follows in the clause after this one.
+            eta = f"  budget ETA ~{duration((total - step) / per_s)} (rate settling)" if settling else \
+                f"  budget ETA {duration((total - step) / per_s)}"
         outlook = next_goal() if next_goal is not None and per_s > 0 else None
         if outlook is not None:
             eta += " " + goal_eta(outlook, step, per_s)
