@@ -386,7 +386,7 @@ def test_progress_lines_say_how_long_the_rest_of_the_budget_takes(tmp_path, caps
     assert main(["cartpole", "--pool", "serial", "--total-frames", "20000", "--log-interval", "0.2",
                  "--run-dir", str(tmp_path / "run")]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[")]
-    timed = [line for line in lines if " budget ETA " in line]
+    timed = [line for line in lines if " ETA " in line]
     assert timed, lines
     for line in timed:
         assert re.search(r" budget ETA (\d+h\d\dm|\d+m\d\ds|\d+s|~(\d+h\d\dm|\d+m\d\ds|\d+s) \(rate settling\))"
