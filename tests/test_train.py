@@ -393,6 +393,17 @@ def test_progress_lines_say_how_long_the_rest_of_the_budget_takes(tmp_path, caps
                          r"( \(goal \d+( at ~[\d,]+ steps, \S+|: the return's trend is not clear yet)\))?$", line), line
 
 
+def test_a_settled_progress_line_labels_its_eta_as_the_budgets(tmp_path, capsys):
+    """The short run above only prints lines while the rate settles; this one is settled."""
+    logger = RunLogger(str(tmp_path / "run"))
+    try:
+        assert logger.progress(1_000, 11_000, 100.0, GoalWindow([1.0]), 8, None, "total", 1e-3, settling=False)
+    finally:
+        logger.close()
+    line = capsys.readouterr().out.strip()
+    assert line.endswith("  budget ETA 1m40s"), line
+
+
 def test_the_eta_rate_rides_out_a_pause_and_says_when_it_is_still_settling():
     """A 10 s pause (actors replaced after a lost node) at 100 steps/s: the 2 s rate falls to
     ~0 and recovers; the ETA's rate moves by less than a sixth (the issue saw 10m55s -> 49m39s)."""
