@@ -32,11 +32,11 @@ def main() -> int:
             same_all = False
             continue
         (sa, va), (sb, vb) = a[tag], b[tag]
-        same_steps = len(sa) == len(sb) and bool(np.array_equal(sa, sb))
+        same_steps = bool(np.array_equal(sa, sb))  # False on different lengths too
         n = min(len(va), len(vb))
         scale = np.maximum(np.abs(va[:n]), 1e-12)
         rel = float(np.nanmax(np.abs(va[:n] - vb[:n]) / scale)) if n else 0.0
-        same = same_steps and len(va) == len(vb) and bool(np.array_equal(va, vb, equal_nan=True))
+        same = same_steps and bool(np.array_equal(va, vb, equal_nan=True))
         same_all &= same
         print(f"{tag:40s} points {len(va):6d} / {len(vb):6d}  same steps {same_steps}  max rel diff {rel:.3g}"
               f"  identical {same}")

@@ -159,8 +159,8 @@ class RunLogger:
         if per_s > 0 and step < total:
             # "budget": a run that stops at a goal usually ends long before its budget, and the goal's
             # own estimate follows in the clause after this one.
-            eta = f"  budget ETA ~{duration((total - step) / per_s)} (rate settling)" if settling else \
-                f"  budget ETA {duration((total - step) / per_s)}"
+            left = duration((total - step) / per_s)
+            eta = f"  budget ETA ~{left} (rate settling)" if settling else f"  budget ETA {left}"
         outlook = next_goal() if next_goal is not None and per_s > 0 else None
         if outlook is not None:
             eta += " " + goal_eta(outlook, step, per_s)
