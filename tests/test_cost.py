@@ -166,22 +166,33 @@ def test_the_resize_line_names_the_signal_the_controller_follows():
     assert "B* = sqrt(r 111 x B_PH 2,700) = 547" in d.reason
 
 
-def test_auto_holds_while_the_fitted_overhead_is_zero():
-    """Timings whose line has no overhead put B* at 0: auto holds instead of shrinking toward it."""
+def test_auto_times_a_smaller_batch_while_the_fitted_overhead_is_zero():
+    """A line with no overhead puts B* at 0: auto neither jumps there nor holds (from a large start it
+    held at its probe's batch for a whole Pong run), but times one size down, then follows the line."""
     c = auto()
     for batch in (80, 160):
         for _ in range(5):
             c.cost.add(batch, 0.001 * batch - 0.005)
-    assert c.cost.fit.overhead == 0.0
-    d = c.step(32, 2700.0, 1000, 7e-4)
-    assert d.n_envs == 32 and d.target_batch is None and "overhead (a = 0) not resolved" in d.reason
-    for _ in range(64):  # more timings at a third size resolve it: the usual B* rule again
-        c.cost.add(320, 0.05 + 0.001 * 320)
-    for batch in (80, 160):
+    assert c.cost.fit.overhead == 0.0 and c.cost.fit.unresolved == "no overhead"
+    current = 32 * c.observations_per_env  # 160: timed, but not cooled down yet
+    d = c.step(32, 2700.0, 10, 7e-4)
+    assert d.n_envs == 32 and d.target_batch is None and "faster than the batch; timing this one" in d.reason
+    d = c.step(32, 2700.0, c.cfg.cooldown, 7e-4)
+    assert d.n_envs == 32 // c.cfg.max_resize_factor and d.reason.startswith(
+        "shrink: probe: the time grew faster than the batch; timing a smaller one")
+    for batch in (current / 2, 80, current):  # timings with an overhead resolve it: the B* rule again
         for _ in range(64):
             c.cost.add(batch, 0.05 + 0.001 * batch)
     assert c.cost.fit.overhead > 0
-    assert c.step(32, 2700.0, 1000, 7e-4).target_batch is not None
+    assert c.step(16, 2700.0, 1000, 7e-4).target_batch is not None
+    # At --min-envs there is no smaller batch to time: it stays.
+    at_min = auto()
+    low = at_min.cfg.min_envs * at_min.observations_per_env
+    for batch in (low, 2 * low, 4 * low):
+        for _ in range(5):
+            at_min.cost.add(batch, 0.001 * batch - 0.0001 * low)
+    at_min.observations_since_resize = at_min.cfg.cooldown
+    assert at_min.step(at_min.cfg.min_envs, 2700.0, 1000, 7e-4).n_envs == at_min.cfg.min_envs
 
 
 def test_auto_times_a_larger_batch_while_time_does_not_grow_with_the_batch():

@@ -226,7 +226,9 @@ def test_vector_envs_stepped_at_once_give_the_batch_they_give_one_after_the_othe
 def test_a_worker_steps_the_vector_envs_it_took_in_as_it_would_step_them_apart(monkeypatch):
     """Gymnasium's vector envs join the worker's newest one (one call a step for all): grown in the background,
     shrunk by a vector env, the batches are those of a worker that steps each vector env apart, bit for bit."""
-    cfg = build_config("minatar-breakout", "a2c", {"n_envs": 4, "vector_size": 2, "warmup_max_steps": 30})
+    # fp32 set: "auto" times bf16 against fp32 per worker, and under load the two workers may choose apart.
+    cfg = build_config("minatar-breakout", "a2c", {"n_envs": 4, "vector_size": 2, "warmup_max_steps": 30,
+                                                     "actor_precision": "fp32"})
     spec, weights = weights_for(cfg)
 
     def rollouts(apart: bool) -> tuple[list[Batch], int]:

@@ -301,8 +301,10 @@ def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "resize 8 -> 16 envs (grow: probe: timing a second batch size for the cost model" in out
     # Then a move the cost model chose: toward B*, or, where the time did not grow with the batch (on some
-    # machines Ray's round trip hides CartPole's per-observation cost at 40-80 observations), one size up.
-    assert ("B* = sqrt(r " in out and " / 2) = " in out) or "the time did not grow with the batch; timing a larger" in out
+    # machines Ray's round trip hides CartPole's per-observation cost at 40-80 observations), one size up,
+    # or where it grew faster than the batch, one size down.
+    assert (("B* = sqrt(r " in out and " / 2) = " in out) or "the time did not grow with the batch; timing a larger" in out
+            or "the time grew faster than the batch; timing a smaller" in out)
     events = scalars(run_dir)
     tags = set(events.Tags()["scalars"])
     assert {"perf/overhead_seconds", "perf/seconds_per_observation", "batch/exchange_rate",

@@ -121,12 +121,8 @@ class BatchController:
         may_grow = learned or not self.hold_until_learning
         if self.cfg.batch == "auto" and fit is None:
             return self._probe(n_envs, noise_scale, current, lr, may_grow)
-        if self.cfg.batch == "auto" and fit.unresolved == "no overhead":
-            # B* = 0: the line through a few noisy median update times, not the machine (on MinAtar 33
-            # of 734 resizes were taken on such fits, docs/results.md). Hold until more timings resolve it.
-            return Decision(n_envs, lr, None, "cost model: per-update overhead (a = 0) not resolved, holding")
         if self.cfg.batch == "auto" and fit.unresolved:
-            return self._probe_larger(n_envs, noise_scale, current, lr, may_grow)
+            return self._probe_unresolved(n_envs, noise_scale, current, lr, fit.unresolved, may_grow)
         critical = self.critical_batch(noise_scale)
         gain = 0.0
         if self.cfg.batch == "auto" and self.cluster is not None:
@@ -183,18 +179,25 @@ class BatchController:
         timed = len(self.cost.timings.get(current, ())) >= self.cost.min_samples
         return timed and self.observations_since_resize >= self.cfg.cooldown
 
-    def _probe_larger(self, n_envs: int, noise_scale: float, current: float, lr: float,
-                      may_grow: bool = True) -> Decision:
-        """The time did not grow with the batch (B* unbounded): time a larger batch, one factor up.
+    def _probe_unresolved(self, n_envs: int, noise_scale: float, current: float, lr: float, unresolved: str,
+                          may_grow: bool = True) -> Decision:
+        """The line through the timings says nothing about the machine: after the cool-down, time one
+        more size, one factor away; the new size enters the fit.
 
-        Such a line is either noise or a real flat stretch (on 2 Ray actors, CartPole's 40 and 80
-        observations took the same ~23 ms). Jumping to its B* once took a SpaceInvaders run to 1,280
-        observations aiming at 18,560 (docs/results.md); holding leaves a flat stretch unexplored.
-        One step up, after the cool-down, tells the two apart: the new size enters the fit."""
+        No slope (B* unbounded): one factor up. Such a line is either noise or a real flat stretch (on 2
+        Ray actors, CartPole's 40 and 80 observations took the same ~23 ms); jumping to its B* once took
+        a SpaceInvaders run to 1,280 observations aiming at 18,560 (docs/results.md).
+        No overhead (B* = 0): one factor down. Such a line is either a few noisy update times or a
+        machine whose time per observation grows with the batch; holding judged neither, and on Pong
+        from 64 envs `auto` held at its probe's 128 for a whole run, where an observation took longer
+        than at 64 (docs/results.md). At a bound it stays."""
+        smaller = unresolved == "no overhead"
+        what = ("the time grew faster than the batch; timing a smaller one" if smaller
+                else "the time did not grow with the batch; timing a larger one")
         if not self._timed_and_cooled(current):
-            return Decision(n_envs, lr, None, "cost model: the time did not grow with the batch; timing this one")
-        return self._resize_toward(n_envs, noise_scale, current, current * self.cfg.max_resize_factor, lr,
-                                   "probe: the time did not grow with the batch; timing a larger one", may_grow)
+            return Decision(n_envs, lr, None, f"cost model: {what.split(';')[0]}; timing this one")
+        factor = 1.0 / self.cfg.max_resize_factor if smaller else self.cfg.max_resize_factor
+        return self._resize_toward(n_envs, noise_scale, current, current * factor, lr, f"probe: {what}", may_grow)
 
     def _replay(self, n_envs: int, lr: float) -> Decision:
         if self.schedule is None:

@@ -103,8 +103,8 @@ class CostModel:
         A fitted overhead below zero is read as none (a = 0 puts B* at 0); a slope at
         or below zero as one observation costing a millionth of the overhead (r = 10^6).
         Both are marked ``unresolved``: the controller does not move toward a B* the
-        timings' noise may have put there (it holds on the first, times one larger
-        batch on the second).
+        timings' noise may have put there (it times one smaller batch on the first,
+        one larger on the second).
         """
         if self._fitted is None:
             self._fitted = (self._fit(),)
