@@ -192,7 +192,8 @@ def test_auto_times_a_smaller_batch_while_the_fitted_overhead_is_zero():
         for _ in range(5):
             at_min.cost.add(batch, 0.001 * batch - 0.0001 * low)
     at_min.observations_since_resize = at_min.cfg.cooldown
-    assert at_min.step(at_min.cfg.min_envs, 2700.0, 1000, 7e-4).n_envs == at_min.cfg.min_envs
+    d = at_min.step(at_min.cfg.min_envs, 2700.0, 1000, 7e-4)
+    assert d.n_envs == at_min.cfg.min_envs and d.reason == "at min_envs"
 
 
 def test_auto_times_a_larger_batch_while_time_does_not_grow_with_the_batch():

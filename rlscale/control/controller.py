@@ -191,13 +191,14 @@ class BatchController:
         machine whose time per observation grows with the batch; holding judged neither, and on Pong
         from 64 envs `auto` held at its probe's 128 for a whole run, where an observation took longer
         than at 64 (docs/results.md). At a bound it stays."""
-        smaller = unresolved == "no overhead"
-        what = ("the time grew faster than the batch; timing a smaller one" if smaller
-                else "the time did not grow with the batch; timing a larger one")
+        if unresolved == "no overhead":
+            cause, size, factor = "the time grew faster than the batch", "smaller", 1.0 / self.cfg.max_resize_factor
+        else:
+            cause, size, factor = "the time did not grow with the batch", "larger", self.cfg.max_resize_factor
         if not self._timed_and_cooled(current):
-            return Decision(n_envs, lr, None, f"cost model: {what.split(';')[0]}; timing this one")
-        factor = 1.0 / self.cfg.max_resize_factor if smaller else self.cfg.max_resize_factor
-        return self._resize_toward(n_envs, noise_scale, current, current * factor, lr, f"probe: {what}", may_grow)
+            return Decision(n_envs, lr, None, f"cost model: {cause}; timing this one")
+        return self._resize_toward(n_envs, noise_scale, current, current * factor, lr,
+                                   f"probe: {cause}; timing a {size} one", may_grow)
 
     def _replay(self, n_envs: int, lr: float) -> Decision:
         if self.schedule is None:
