@@ -92,7 +92,8 @@ class AgentConfig:
     norm_adv: bool = opt(True, "PPO: normalise advantages per minibatch")
     reference_steps: list[float] = opt([], "agent steps at which the preset's reference run reached each "
                                            "goal, in order (the progress line's estimate until the run's own "
-                                           "trend is clear; used only with as many goals)")
+                                           "trend is clear; used only with as many goals, and dropped when the "
+                                           "command line changes the batch, rate or mode)")
 
 
 @dataclass
@@ -616,8 +617,19 @@ def build_config(env: str, agent: str | None, overrides: dict[str, Any]) -> Conf
     apply_mapping(cfg, read_toml(agent_path), str(agent_path))
     apply_mapping(cfg, _for_algo(env_preset, algo), str(env_path) if env_path else "env id")
     cfg.agent.algo = algo
+    preset_run = _reference_shape(cfg)
     apply_mapping(cfg, _sectioned(overrides), "command line")
+    if _reference_shape(cfg) != preset_run and "reference_steps" not in overrides:
+        # The preset's reference run trained at the preset's batch and rate; at another one its steps
+        # to a goal are no estimate (at 8x the envs Pong needs far more of them).
+        cfg.agent.reference_steps = []
     return cfg.validate()
+
+
+def _reference_shape(cfg: Config) -> tuple[Any, ...]:
+    """The settings that make a run the preset's reference run, as far as its steps to a goal go."""
+    a = cfg.agent
+    return (cfg.env.n_envs, a.n_steps, a.lr, a.n_epochs, a.n_minibatches, cfg.control.batch)
 
 
 def _for_algo(preset: dict[str, Any], algo: str) -> dict[str, Any]:
