@@ -12,8 +12,8 @@ number of minibatches for PPO.
             measured cost model T(B) = a + b*B (``rlscale.control.cost``, docs/batch-control.md). Until
             the model is identified (two batch sizes timed), one probe resize by the
             largest allowed factor gives it a second size; while its fitted overhead
-            is 0 (B* = 0) it holds, and while its slope is not positive (B* unbounded) it
-            times one batch a factor larger. It resizes only when the
+            is 0 (B* = 0) it times one batch a factor smaller, and while its slope is not positive
+            (B* unbounded) one a factor larger. It resizes only when the
             model predicts B* at least ``min_gain`` faster per unit of progress than the
             current batch: near B* the time is flat and a resize is not free.
             With ``cluster_nodes`` it chooses for an elastic cluster instead: the fewest
