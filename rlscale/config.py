@@ -244,7 +244,7 @@ class PoolConfig:
                         "(a policy lag of one update; with --pool serial the same lag without the concurrency)")
     actor_precision: str = opt("auto", "rollout actors' forward passes: fp32, bf16 autocast, or auto: each actor "
                                "times fp32 and bf16 in both memory layouts at start-up on its own node and takes "
-                               "the fastest whose outputs match fp32's (rlscale/precision.py)",
+                               "the fastest whose outputs match fp32's (rlscale/models/precision.py)",
                                ("auto", "fp32", "bf16"))
     actor_channels_last: bool = opt(False, "actors' convolutions in channels-last memory format "
                                     "(with --actor-precision auto the layout is timed too, and this is ignored)")
@@ -271,7 +271,7 @@ class LearnerConfig:
                               "(same numbers up to summation order; see docs/performance.md)")
     learner_precision: str = opt("auto", "learner forward/backward: fp32, bf16 autocast (fast on GPUs and CPUs "
                                  "with bf16 units; norms, losses and weights stay fp32), or auto: the faster of "
-                                 "the two, timed at start-up (rlscale/precision.py)", ("auto", "fp32", "bf16"))
+                                 "the two, timed at start-up (rlscale/models/precision.py)", ("auto", "fp32", "bf16"))
     learner_compile: str = opt("auto", "run the learner's passes that measure nothing through torch.compile "
                                "(inductor; the same update up to float rounding): on, off, or auto: on for PPO's "
                                "bf16 learner of a convolutional network on a CPU, where it was measured to pay "
