@@ -1,6 +1,6 @@
-"""The docs' links and their anchors resolve, the files they quote exist, the pages a person reads stay short in lines and in line
-length, the lab's README names every script, the project speaks of itself by dates and commits, and the
-package's import graph has no cycle (docs/ARCHITECTURE.md draws it as floors)."""
+"""The docs' links and their anchors resolve, the files they quote exist, the pages a person reads stay
+short in lines and in line length, the lab's README names every script, the project speaks of itself by
+dates and commits, and the package's import graph has no cycle (docs/ARCHITECTURE.md draws it as floors)."""
 from __future__ import annotations
 
 import ast
@@ -40,13 +40,12 @@ def test_every_file_the_docs_name_in_code_quotes_exists():
     """A path in quotes is one a reader opens; ARCHITECTURE.md names modules from the package's root."""
     missing = []
     for page in _markdown_files():
-        text = page.read_text()
-        for match in REPO_PATH.finditer(text):
-            name = match.group(1)
-            if "mygame" in name:
-                continue  # the user's own preset in an example
-            if not any(p.exists() for p in (ROOT / name, ROOT / "rlscale" / name, ROOT / "rlscale" / f"{name}.py")):
-                missing.append(f"{page.relative_to(ROOT)}:{text[:match.start()].count(chr(10)) + 1}: {name}")
+        for number, line in enumerate(page.read_text().splitlines(), 1):
+            for name in REPO_PATH.findall(line):
+                if "mygame" in name:
+                    continue  # the user's own preset in an example
+                if not any(p.exists() for p in (ROOT / name, ROOT / "rlscale" / name, ROOT / "rlscale" / f"{name}.py")):
+                    missing.append(f"{page.relative_to(ROOT)}:{number}: {name}")
     assert not missing, missing
 
 
