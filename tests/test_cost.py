@@ -123,6 +123,16 @@ def auto(**kw) -> BatchController:
     return BatchController(ControlConfig(**{**base, **kw}), observations_per_env=5, vector_size=4)
 
 
+def test_auto_starts_at_min_envs_at_the_power_rules_rate_anchored_at_the_runs_own():
+    c = auto(lr_rule="auto", min_envs=6)  # 6 envs is not whole vectors of 4: it starts at 8
+    assert c.start(64, 2.24e-2) == (8, pytest.approx(2.24e-2 * (8 / 64) ** 0.5))
+    assert c.reference == (320, 2.24e-2)  # 64 envs of 5 observations: the rule's anchor stays the run's
+    assert c.lr_for(320, None, 1.0) == pytest.approx(2.24e-2)  # back at the run's batch, the run's rate
+    assert auto(min_envs=4).start(4, 7e-4) == (4, 7e-4)  # already there
+    noise = auto(lr_rule="noise")  # no noise scale read yet: the run's rate
+    assert noise.start(64, 7e-4) == (4, 7e-4)
+
+
 def test_auto_holds_without_a_model_or_an_estimate():
     c = auto()
     d = c.step(16, None, 80, 7e-4)

@@ -150,6 +150,23 @@ class BatchController:
         """The signal's estimate of B_crit: what the targets, B* and its predicted speed-up read."""
         return noise_scale / self.cfg.crit_ratio
 
+    def start_envs(self, n_envs: int) -> int:
+        """auto's first environment count: the fewest the bounds allow (whole vectors), or the run's own
+        where it asks for fewer. Early training's critical batch is small and grows as the loss falls
+        (docs/batch-control.md): on three MinAtar games `auto` from 1/8 of the best fixed batch reached
+        the top goal in 0.85-1.33x its time, from 1x and 8x in 1.23-1.92x, though every start ended
+        near the same batch."""
+        unit = self.vector_size
+        return min(n_envs, max(unit, -(-self.cfg.min_envs // unit) * unit))
+
+    def start(self, n_envs: int, lr: float) -> tuple[int, float]:
+        """auto's first environments and rate: ``start_envs``, at the rate the rule gives there from the run's
+        own batch and rate (which become the rule's anchor, as a run's first batch does under the other modes).
+        The noise rule, with no noise scale read yet, keeps the run's rate."""
+        self.anchor(n_envs, lr)
+        envs = self.start_envs(n_envs)
+        return envs, self.lr_for(envs * self.observations_per_env, None, lr)
+
     def _signal_text(self, noise_scale: float) -> str:
         text = f"{tags.signal_label(self.cfg.signal)} {noise_scale:,.0f}"
         return text if self.cfg.crit_ratio == 1.0 else f"{text} / {self.cfg.crit_ratio:g}"

@@ -133,7 +133,12 @@ def control_note(cfg: Config) -> str:
 def header(run: Run) -> str:
     """The run's first lines: the task and budget, then one line per start-up choice (why: the docs named)."""
     cfg = run.cfg
-    choices = [*run.engine.describe().split(" | "), f"batch control: {cfg.control.batch}{control_note(cfg)}"]
+    control = f"batch control: {cfg.control.batch}"
+    if cfg.control.batch == "auto" and run.controller.reference is not None:
+        batch, lr = run.controller.reference
+        control += (f", from {run.state.n_envs} envs (--min-envs) at lr {run.state.base_lr:.3g}; "
+                    f"the rate rule's anchor: {batch / cfg.observations_per_env:g} envs at lr {lr:.3g}")
+    choices = [*run.engine.describe().split(" | "), control + control_note(cfg)]
     if run.clock is not None:
         c = run.clock.cluster
         priced = "cluster_fit" if cfg.control.cluster_fit else "the run's own fit of T(B), once two batch sizes are timed"
@@ -175,6 +180,11 @@ def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None,
     clock = ClusterClock(controller.cluster) if controller.cluster is not None else None
     if cfg.control.batch == "replay":
         controller.schedule = schedule or load_schedule(cfg)
+    if cfg.control.batch == "auto" and saved is None and branch is None:
+        # auto grows from the smallest batch its bounds allow; the run's batch and rate anchor the rate rule.
+        state.n_envs, state.base_lr = controller.start(state.n_envs, state.base_lr)
+    if controller.schedule is not None and controller.schedule.start is not None and saved is None:
+        state.n_envs, state.base_lr = controller.schedule.start  # a replay starts where its recorded run did
     window = GoalWindow()
     if saved is not None:
         state = TrainState.from_saved(saved["trainer"])
