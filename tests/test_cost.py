@@ -345,10 +345,13 @@ def test_where_growing_buys_machines_auto_does_not_grow_before_anything_is_learn
     probe.hold_until_learning = True
     assert probe.step(32, 2700.0, 1000, 7e-4, learned=False).n_envs == 16
     assert timed(auto(), batches=(160,)).step(32, 2700.0, 1000, 7e-4, learned=False).n_envs == 64  # no guard: grows
-    # At the fewest environments the probe cannot shrink: it waits for learning.
+    # At the fewest environments, where auto starts, the probe cannot shrink: it times one factor up, and
+    # then the guard holds the growth B* asks for.
     floor = timed(auto(min_envs=32), batches=(160,))
     floor.hold_until_learning = True
-    assert floor.step(32, 2700.0, 1000, 7e-4, learned=False).reason == NOTHING_LEARNED
+    assert floor.step(32, 2700.0, 1000, 7e-4, learned=False).n_envs == 64
+    timed(floor, batches=(320,))
+    assert floor.step(64, 27000.0, 1000, 7e-4, learned=False).reason == NOTHING_LEARNED  # B* 1,728
 
 
 def test_learning_began_two_standard_errors_of_the_difference_above_the_first_window():

@@ -300,7 +300,7 @@ def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):
     assert code == 0
     out = capsys.readouterr().out
     # It starts at --min-envs, at the power rule's rate there from 8 envs at CartPole's 7e-4.
-    assert "batch control: auto, from 4 envs (--min-envs) at lr 0.000495; the rate rule's anchor: 8 envs at lr 0.0007" in out
+    assert "batch control: auto from 4 envs (--min-envs) at lr 4.95e-04, the power rule's rate from --n-envs 8 at --lr 7.00e-04" in out
     assert "resize 4 -> 8 envs (grow: probe: timing a second batch size for the cost model" in out
     # Then a move the cost model chose: toward B*, or, where the time did not grow with the batch (on some
     # machines Ray's round trip hides CartPole's per-observation cost at 40-80 observations), one size up,

@@ -85,6 +85,7 @@ class Run:
     last_lr: float | None = None  # the learning rate of the last update (annealing moves it)
     settled: bool = False  # the pool ran unchanged through the last update (its timing is clean)
     clock: ClusterClock | None = None  # --cluster-nodes: the elastic cluster's time and node-hours
+    started_small: bool = False  # auto started this run at --min-envs, below its --n-envs (the header says so)
 
     def cluster_fit(self) -> Fit | None:
         """The T(B) the cluster clock prices updates with: cluster_fit when given, else the run's own."""
@@ -134,10 +135,11 @@ def header(run: Run) -> str:
     """The run's first lines: the task and budget, then one line per start-up choice (why: the docs named)."""
     cfg = run.cfg
     control = f"batch control: {cfg.control.batch}"
-    if cfg.control.batch == "auto" and run.controller.reference is not None:
-        batch, lr = run.controller.reference
-        control += (f", from {run.state.n_envs} envs (--min-envs) at lr {run.state.base_lr:.3g}; "
-                    f"the rate rule's anchor: {batch / cfg.observations_per_env:g} envs at lr {lr:.3g}")
+    if run.started_small:
+        control += f" from {run.state.n_envs} envs (--min-envs) at lr {run.state.base_lr:.2e}"
+        if run.state.base_lr != cfg.agent.lr:
+            control += (f", the {cfg.control.lr_rule_in_force} rule's rate from --n-envs {cfg.env.n_envs} "
+                        f"at --lr {cfg.agent.lr:.2e}")
     choices = [*run.engine.describe().split(" | "), control + control_note(cfg)]
     if run.clock is not None:
         c = run.clock.cluster
@@ -180,9 +182,11 @@ def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None,
     clock = ClusterClock(controller.cluster) if controller.cluster is not None else None
     if cfg.control.batch == "replay":
         controller.schedule = schedule or load_schedule(cfg)
+    started_small = False
     if cfg.control.batch == "auto" and saved is None and branch is None:
         # auto grows from the smallest batch its bounds allow; the run's batch and rate anchor the rate rule.
         state.n_envs, state.base_lr = controller.start(state.n_envs, state.base_lr)
+        started_small = state.n_envs < cfg.env.n_envs
     if controller.schedule is not None and controller.schedule.start is not None and saved is None:
         state.n_envs, state.base_lr = controller.schedule.start  # a replay starts where its recorded run did
     window = GoalWindow()
@@ -200,7 +204,7 @@ def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None,
     logger.layout(cfg.control.signal)
     # Trend points every 0.5 % of the budget: the last 10 span 5 % of it.
     return Run(cfg, run_dir, engine, controller, logger, state, window,
-               GoalForecast(spacing=cfg.total_agent_steps / 200), clock=clock)
+               GoalForecast(spacing=cfg.total_agent_steps / 200), clock=clock, started_small=started_small)
 
 
 def save_checkpoint(run: Run) -> Path:
