@@ -56,7 +56,7 @@ def runs_root() -> Path:
 @dataclass
 class EnvConfig:
     env_id: str = opt("CartPole-v1", "gymnasium id or ALE id (ALE/Pong-v5)")
-    n_envs: int = opt(16, "parallel environments (with --batch auto the rate rule's anchor; auto starts at --min-envs)")
+    n_envs: int = opt(16, "parallel environments at the start of the run")
     vector_size: int = opt(4, "environments per vector env, the unit the pool grows and shrinks by")
     total_frames: int = opt(10_000_000, "training budget in frames (agent steps x frame skip)")
     frame_skip: int = opt(4, "emulator frames per agent step (Atari only; 1 elsewhere)")
@@ -72,7 +72,7 @@ class EnvConfig:
 class AgentConfig:
     algo: str = opt("a2c", "learning algorithm", ("a2c", "ppo"))
     n_steps: int = opt(5, "agent steps per environment per update")
-    lr: float = opt(7e-4, "learning rate at --n-envs")
+    lr: float = opt(7e-4, "learning rate at the initial batch size")
     gamma: float = opt(0.99, "discount factor")
     ent_coef: float = opt(0.01, "entropy bonus coefficient")
     vf_coef: float = opt(0.5, "value loss coefficient")
@@ -144,7 +144,7 @@ class ControlConfig:
     # study tasks it read 1.2-18x above the fitted B_crit (docs/results.md).
     crit_ratio: float = opt(1.0, "B_simple / B_crit on this task (rlscale pareto measures it): the "
                             "adaptive modes target the signal divided by this")
-    min_envs: int = opt(4, "fewest environments the controller may use; auto starts there")
+    min_envs: int = opt(4, "fewest environments the controller may use")
     max_envs: int = opt(256, "most environments the controller may use")
     hysteresis: float = opt(1.5, "resize only when target/current batch leaves [1/h, h]")
     # Near B* the time per unit of progress is flat (a batch 1.5x off costs at most 4 %),
@@ -157,7 +157,7 @@ class ControlConfig:
     # moving on at once measured as fast or faster on all three study tasks (docs/results.md).
     probe_cooldown: bool = opt(False, "auto: wait the cool-down after the probe resize too (default: move "
                                "toward B* as soon as the probe's batch is timed)")
-    lr_rule: str = opt("auto", "learning rate on resize, set from the run's --n-envs batch B0 and --lr lr0: none; "
+    lr_rule: str = opt("auto", "learning rate on resize, set from the run's first batch B0 and rate lr0: none; "
                        "noise, lr0 ((1+Bn/B0)/(1+Bn/B))^alpha (eq. 2.6); power, lr0 (B/B0)^alpha (the square-root "
                        "rule of adaptive optimizers at alpha 0.5); auto: power with --batch auto, none otherwise "
                        "(docs/batch-control.md)", ("auto", "none", "noise", "power"))
@@ -468,7 +468,7 @@ class Config:
                             "(each learner takes whole environments); raise --n-envs/--min-envs")
         if a.algo == "ppo" and a.n_minibatches > fewest * a.n_steps:
             raise UserError(f"--n-minibatches ({a.n_minibatches}) exceeds the batch ({fewest * a.n_steps}"
-                            f"{'' if fewest == e.n_envs else ' at --min-envs, where auto starts'})")
+                            f"{'' if fewest == e.n_envs else ' at --min-envs, the fewest an adaptive batch may shrink to'})")
         if n.measure_noise and n.noise_groups < 2:
             raise UserError("noise_groups must be at least 2 to measure the noise scale")
         if n.measure_noise and n.noise_groups > fewest:

@@ -47,7 +47,7 @@ SWEEP_FILE = "sweep.json"
 
 @dataclass(frozen=True)
 class Trial:
-    batch_size: int  # the optimizer batch (an adaptive trial's --n-envs: auto's rate anchor; it starts at min_envs)
+    batch_size: int  # the optimizer batch (an adaptive trial's first one)
     lr: float
     seed: int
     mode: str = "fixed"  # or an adaptive batch control (auto, critical), starting from batch_size
@@ -187,12 +187,11 @@ def parser() -> Parser:
     p.add_argument("--lrs", type=float, nargs="+", help="learning rates (default: the preset's)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds (default: 0)")
     p.add_argument("--auto", action="store_true",
-                   help="also one --batch auto run per learning rate and seed, at the preset's env count (the "
-                        "rate rule's anchor: auto starts at --min-envs), under the same load as the fixed trials "
-                        "(for rlscale study)")
+                   help="also one --batch auto run per learning rate and seed, started at the preset's "
+                        "env count, under the same load as the fixed trials (for rlscale study)")
     p.add_argument("--auto-from", type=int, nargs="+", default=[], metavar="BATCH",
-                   help="like --auto, at each of these batch sizes instead of the preset's (with the rates "
-                        "--lrs gives: how much a wrong start costs auto)")
+                   help="like --auto, started at each of these batch sizes instead of the preset's "
+                        "(how much a wrong start costs auto)")
     p.add_argument("--critical-from", type=int, nargs="+", default=[], metavar="BATCH",
                    help="also one --batch critical run per learning rate and seed, started at each of these "
                         "batch sizes (does training at the signal's B_crit land near each goal's Pareto knee?)")

@@ -61,6 +61,10 @@ def assert_one_line_error(result, *fragments: str) -> None:
     (["cartpole", "--batch", "auto", "--cluster-nodes", "4", "--set", "cluster_fit=fast,slow"],
      ["cluster_fit 'fast,slow': give T(B) = a + b*B as two positive numbers"]),
     (["cartpole", "--cluster-nodes", "4", "--set", "cluster_fit=0.01,-1"], ["cluster_fit '0.01,-1'"]),
+    # 8 envs x 16 steps hold 64 minibatches, but auto may shrink to 2 envs' 32 observations.
+    (["cartpole", "--agent", "ppo", "--batch", "auto", "--n-envs", "8", "--min-envs", "2", "--set", "vector_size=2",
+      "--n-steps", "16", "--n-minibatches", "64"],
+     ["--n-minibatches (64) exceeds the batch (32 at --min-envs, the fewest an adaptive batch may shrink to)"]),
 ])
 def test_bad_input(args, fragments, tmp_path):
     # The train command's main() with its arguments, in this process; the tests below run it as

@@ -123,16 +123,6 @@ def auto(**kw) -> BatchController:
     return BatchController(ControlConfig(**{**base, **kw}), observations_per_env=5, vector_size=4)
 
 
-def test_auto_starts_at_min_envs_at_the_power_rules_rate_anchored_at_the_runs_own():
-    c = auto(lr_rule="auto", min_envs=6)  # 6 envs is not whole vectors of 4: it starts at 8
-    assert c.start(64, 2.24e-2) == (8, pytest.approx(2.24e-2 * (8 / 64) ** 0.5))
-    assert c.reference == (320, 2.24e-2)  # 64 envs of 5 observations: the rule's anchor stays the run's
-    assert c.lr_for(320, None, 1.0) == pytest.approx(2.24e-2)  # back at the run's batch, the run's rate
-    assert auto(min_envs=4).start(4, 7e-4) == (4, 7e-4)  # already there
-    noise = auto(lr_rule="noise")  # no noise scale read yet: the run's rate
-    assert noise.start(64, 7e-4) == (4, 7e-4)
-
-
 def test_auto_holds_without_a_model_or_an_estimate():
     c = auto()
     d = c.step(16, None, 80, 7e-4)
@@ -345,13 +335,10 @@ def test_where_growing_buys_machines_auto_does_not_grow_before_anything_is_learn
     probe.hold_until_learning = True
     assert probe.step(32, 2700.0, 1000, 7e-4, learned=False).n_envs == 16
     assert timed(auto(), batches=(160,)).step(32, 2700.0, 1000, 7e-4, learned=False).n_envs == 64  # no guard: grows
-    # At the fewest environments, where auto starts, the probe cannot shrink: it times one factor up, and
-    # then the guard holds the growth B* asks for.
+    # At the fewest environments the probe cannot shrink: it waits for learning.
     floor = timed(auto(min_envs=32), batches=(160,))
     floor.hold_until_learning = True
-    assert floor.step(32, 2700.0, 1000, 7e-4, learned=False).n_envs == 64
-    timed(floor, batches=(320,))
-    assert floor.step(64, 27000.0, 1000, 7e-4, learned=False).reason == NOTHING_LEARNED  # B* 1,728
+    assert floor.step(32, 2700.0, 1000, 7e-4, learned=False).reason == NOTHING_LEARNED
 
 
 def test_learning_began_two_standard_errors_of_the_difference_above_the_first_window():

@@ -9,8 +9,8 @@ number of minibatches for PPO.
 * critical: target batch = B_crit (train at the critical batch size).
 * sqrt:     target batch = sqrt(r * B_crit) (eq. D.6), r in examples per step.
 * auto:     target batch = B* = sqrt((a/b) * B_crit), the wall-time optimum of the
-            measured cost model T(B) = a + b*B (``rlscale.control.cost``, docs/batch-control.md). It
-            starts at min_envs (``start``). Until the model is identified (two batch sizes timed), one probe resize by the
+            measured cost model T(B) = a + b*B (``rlscale.control.cost``, docs/batch-control.md). Until
+            the model is identified (two batch sizes timed), one probe resize by the
             largest allowed factor gives it a second size; while its fitted overhead
             is 0 (B* = 0) it times one batch a factor smaller, and while its slope is not positive
             (B* unbounded) one a factor larger. It resizes only when the
@@ -26,9 +26,8 @@ number of minibatches for PPO.
 B_crit is read as B_simple / crit_ratio: 1 where the theory's B_simple ~ B_crit
 holds; a task's measured ratio (``rlscale.reports.pareto``) otherwise. The learning-rate
 rule keeps the measured B_simple, the quantity its alpha was measured with, and
-sets lr(B) from the run's --n-envs batch and learning rate (its tuned point), so
-that a batch that returns there returns to its learning rate. auto starts at
-min_envs (``BatchController.start``), at the rule's rate there.
+sets lr(B) from the run's first batch and learning rate (its tuned point), so
+that a batch that returns to where it started returns to its learning rate.
 
 A resize happens only when the target leaves a hysteresis band around the
 current batch, changes the batch by at most a bounded factor, waits for a
@@ -87,8 +86,8 @@ class BatchController:
     probed: bool = False
     # Update times per optimizer batch (auto mode): fed by the training loop, in optimizer-batch units.
     cost: CostModel = field(default_factory=CostModel)
-    # The learning-rate rule's anchor: the run's --n-envs batch and its learning rate (``start``; else the
-    # first the controller saw), the run's tuned point. Each resize sets lr(B) from it, not from the last lr: multiplied resize
+    # The learning-rate rule's anchor: the first (optimizer batch, learning rate) the controller saw,
+    # the run's tuned point. Each resize sets lr(B) from it, not from the last lr: multiplied resize
     # by resize under a noise scale that moves in between, the factors do not cancel, and on
     # Breakout oscillating resizes ratcheted lr 2.24e-2 -> 5.85e-2 until the policy collapsed
     # (docs/results.md, 2026-11-26).
@@ -151,23 +150,6 @@ class BatchController:
         """The signal's estimate of B_crit: what the targets, B* and its predicted speed-up read."""
         return noise_scale / self.cfg.crit_ratio
 
-    def start_envs(self, n_envs: int) -> int:
-        """auto's first environment count: the fewest the bounds allow (whole vectors), or the run's own
-        where it asks for fewer. Early training's critical batch is small and grows as the loss falls
-        (docs/batch-control.md): on three MinAtar games `auto` from 1/8 of the best fixed batch reached
-        the top goal in 0.85-1.33x its time, from 1x and 8x in 1.23-1.92x, though every start ended
-        near the same batch."""
-        unit = self.vector_size
-        return min(n_envs, max(unit, -(-self.cfg.min_envs // unit) * unit))
-
-    def start(self, n_envs: int, lr: float) -> tuple[int, float]:
-        """auto's first environments and rate: ``start_envs``, at the rate the rule gives there from the run's
-        own batch and rate (which become the rule's anchor, as a run's first batch does under the other modes).
-        The noise rule, with no noise scale read yet, keeps the run's rate."""
-        self.anchor(n_envs, lr)
-        envs = self.start_envs(n_envs)
-        return envs, self.lr_for(envs * self.observations_per_env, None, lr)
-
     def _signal_text(self, noise_scale: float) -> str:
         text = f"{tags.signal_label(self.cfg.signal)} {noise_scale:,.0f}"
         return text if self.cfg.crit_ratio == 1.0 else f"{text} / {self.cfg.crit_ratio:g}"
@@ -180,16 +162,15 @@ class BatchController:
 
     def _probe(self, n_envs: int, noise_scale: float, current: float, lr: float, may_grow: bool = True) -> Decision:
         """No cost model yet: once the current batch is timed, move by the largest factor to time another
-        (down, where growing must wait for learning, unless it is at the fewest environments, where auto
-        starts: one factor up from there buys little, and without it the cost model, and the cluster clock
-        priced with it, would wait for learning)."""
+        (down, where growing must wait for learning)."""
         if not self._timed_and_cooled(current):
             return Decision(n_envs, lr, None, "timing this batch for the cost model")
-        at_floor = n_envs <= self.cfg.min_envs
-        grow = (may_grow or at_floor) and n_envs * self.cfg.max_resize_factor <= self.cfg.max_envs
+        grow = may_grow and n_envs * self.cfg.max_resize_factor <= self.cfg.max_envs
+        if not may_grow and n_envs <= self.cfg.min_envs:  # nothing smaller to time, and no growing yet
+            return Decision(n_envs, lr, None, NOTHING_LEARNED)
         target = current * (self.cfg.max_resize_factor if grow else 1.0 / self.cfg.max_resize_factor)
         decision = self._resize_toward(n_envs, noise_scale, current, target, lr,
-                                       "probe: timing a second batch size for the cost model", may_grow or at_floor)
+                                       "probe: timing a second batch size for the cost model")
         self.probed = decision.n_envs != n_envs and not self.cfg.probe_cooldown
         return decision
 
@@ -257,7 +238,7 @@ class BatchController:
         return Decision(new_envs, lr, target, f"{direction}: {why} vs {current:,.0f} observations")
 
     def anchor(self, n_envs: int, lr: float) -> None:
-        """The learning-rate rule's anchor, once: the run's own (``start``), else the first the controller sees."""
+        """The learning-rate rule's anchor, once: the first environments and rate the controller sees."""
         if self.reference is None:
             self.reference = (n_envs * self.observations_per_env, lr)
 

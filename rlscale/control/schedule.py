@@ -23,9 +23,6 @@ class Schedule:
     steps: tuple[int, ...]  # agent steps at the end of each recorded update, rising
     n_envs: tuple[int, ...]  # environments of the update after it
     lrs: tuple[float, ...]  # learning rate (before annealing) of the update after it
-    # (environments, learning rate) of the recorded run's first update: where it started (auto starts at
-    # --min-envs, not at the run's --n-envs); None: the replaying run's own config gives the start.
-    start: tuple[int, float] | None = None
 
     def __post_init__(self) -> None:
         if not self.steps or not len(self.steps) == len(self.n_envs) == len(self.lrs):
@@ -35,15 +32,13 @@ class Schedule:
 
     @classmethod
     def from_logged(cls, n_env_steps: Sequence[int], n_envs: Sequence[float],
-                    lr_steps: Sequence[int], lrs: Sequence[float], first_envs: int | None = None) -> Schedule:
-        """From a run's logged ``batch/n_envs`` and ``train/lr`` series (one point per update), and the
-        environments its first update stepped (``first_envs``; its rate is the first logged)."""
+                    lr_steps: Sequence[int], lrs: Sequence[float]) -> Schedule:
+        """From a run's logged ``batch/n_envs`` and ``train/lr`` series (one point per update)."""
         if list(n_env_steps) != list(lr_steps):
             raise ValueError("batch/n_envs and train/lr were not logged at the same updates")
         following = list(lrs[1:]) + list(lrs[-1:])  # the last update's successor keeps its rate
         return cls(tuple(int(s) for s in n_env_steps), tuple(int(round(n)) for n in n_envs),
-                   tuple(float(lr) for lr in following),
-                   None if first_envs is None else (int(first_envs), float(lrs[0])))
+                   tuple(float(lr) for lr in following))
 
     def at(self, agent_steps: float) -> tuple[int, float] | None:
         """(environments, learning rate) the recorded run took after training ``agent_steps``; None before

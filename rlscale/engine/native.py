@@ -157,8 +157,7 @@ class NativeEngine:
         self.precision: PrecisionChoice | None = None
         # Observations of one learner pass for the start-up probes (threads, precision, compiling):
         # sampled once, where a probe runs (a pass of Pong's 256 rows takes ~0.1 s to sample).
-        # At the run's --n-envs where auto starts below it: the threads chosen here stay as its batch grows.
-        rows = _pass_rows(cfg, max(n_envs, cfg.env.n_envs), model, device)
+        rows = _pass_rows(cfg, n_envs, model, device)
         pass_obs = functools.cache(lambda: torch.from_numpy(sample_observations(spec, rows)).to(device))
         # --learner-threads 0 on a CPU: one thread for a small learner, else every core, fewer while
         # another process holds one (rlscale/engine/threads.py).

@@ -247,8 +247,7 @@ BOOTSTRAP_RESAMPLES = 10_000
 
 
 def optimizer_batch(run: RunRecord) -> float:
-    """Observations per optimizer step at the run's --n-envs: its only one for a fixed batch, an adaptive
-    run's start (auto's anchor for the rate rule: it starts at --min-envs)."""
+    """Observations per optimizer step at the run's start (its only one for a fixed batch)."""
     return run.cfg.env.n_envs * run.cfg.observations_per_env
 
 
@@ -281,7 +280,7 @@ def batch_path(run: RunRecord, goal: float) -> BatchPath | None:
     target_steps, targets = run.scalars.get(tags.TARGET, (np.array([]), np.array([])))
     aimed = targets[(target_steps <= until) & np.isfinite(targets)]
     low, high = np.percentile(aimed, [10, 90]) if aimed.size else (math.nan, math.nan)
-    start = float(upto[0])  # auto starts at --min-envs, not at the run's --n-envs (optimizer_batch)
+    start = optimizer_batch(run)
     median = float(np.median(upto))
     arrived = upto >= median if median >= start else upto <= median
     reached_at = float(upto_steps[np.argmax(arrived)])

@@ -40,13 +40,11 @@ def load_schedule(cfg: Config) -> Schedule:
     if tags.N_ENVS not in scalars or tags.LR not in scalars:
         raise UserError(f"replay_from {source}: its events hold no {tags.N_ENVS} or {tags.LR}; is it a run?")
     try:
-        # The first update's size says where the recorded run started (auto starts at --min-envs).
-        first_envs = round(scalars[tags.SIZE][1][0] / cfg.agent.n_steps) if tags.SIZE in scalars else None
-        schedule = Schedule.from_logged(*scalars[tags.N_ENVS], *scalars[tags.LR], first_envs=first_envs)
+        schedule = Schedule.from_logged(*scalars[tags.N_ENVS], *scalars[tags.LR])
     except ValueError as err:
         raise UserError(f"replay_from {source}: {err}") from None
     c = cfg.control
-    outside = sorted({n for n in (*schedule.n_envs, *(schedule.start or ())[:1]) if not c.min_envs <= n <= c.max_envs or n % cfg.env.vector_size})
+    outside = sorted({n for n in schedule.n_envs if not c.min_envs <= n <= c.max_envs or n % cfg.env.vector_size})
     if outside:
         raise UserError(f"replay_from {source} took {outside} environments, outside this run's "
                         f"[--min-envs {c.min_envs}, --max-envs {c.max_envs}] or not multiples of vector_size "

@@ -85,7 +85,6 @@ class Run:
     last_lr: float | None = None  # the learning rate of the last update (annealing moves it)
     settled: bool = False  # the pool ran unchanged through the last update (its timing is clean)
     clock: ClusterClock | None = None  # --cluster-nodes: the elastic cluster's time and node-hours
-    started_small: bool = False  # auto started this run at --min-envs, below its --n-envs (the header says so)
 
     def cluster_fit(self) -> Fit | None:
         """The T(B) the cluster clock prices updates with: cluster_fit when given, else the run's own."""
@@ -134,13 +133,7 @@ def control_note(cfg: Config) -> str:
 def header(run: Run) -> str:
     """The run's first lines: the task and budget, then one line per start-up choice (why: the docs named)."""
     cfg = run.cfg
-    control = f"batch control: {cfg.control.batch}"
-    if run.started_small:
-        control += f" from {run.state.n_envs} envs (--min-envs) at lr {run.state.base_lr:.2e}"
-        if run.state.base_lr != cfg.agent.lr:
-            control += (f", the {cfg.control.lr_rule_in_force} rule's rate from --n-envs {cfg.env.n_envs} "
-                        f"at --lr {cfg.agent.lr:.2e}")
-    choices = [*run.engine.describe().split(" | "), control + control_note(cfg)]
+    choices = [*run.engine.describe().split(" | "), f"batch control: {cfg.control.batch}{control_note(cfg)}"]
     if run.clock is not None:
         c = run.clock.cluster
         priced = "cluster_fit" if cfg.control.cluster_fit else "the run's own fit of T(B), once two batch sizes are timed"
@@ -182,13 +175,6 @@ def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None,
     clock = ClusterClock(controller.cluster) if controller.cluster is not None else None
     if cfg.control.batch == "replay":
         controller.schedule = schedule or load_schedule(cfg)
-    started_small = False
-    if cfg.control.batch == "auto" and saved is None and branch is None:
-        # auto grows from the smallest batch its bounds allow; the run's batch and rate anchor the rate rule.
-        state.n_envs, state.base_lr = controller.start(state.n_envs, state.base_lr)
-        started_small = state.n_envs < cfg.env.n_envs
-    if controller.schedule is not None and controller.schedule.start is not None and saved is None:
-        state.n_envs, state.base_lr = controller.schedule.start  # a replay starts where its recorded run did
     window = GoalWindow()
     if saved is not None:
         state = TrainState.from_saved(saved["trainer"])
@@ -204,7 +190,7 @@ def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None,
     logger.layout(cfg.control.signal)
     # Trend points every 0.5 % of the budget: the last 10 span 5 % of it.
     return Run(cfg, run_dir, engine, controller, logger, state, window,
-               GoalForecast(spacing=cfg.total_agent_steps / 200), clock=clock, started_small=started_small)
+               GoalForecast(spacing=cfg.total_agent_steps / 200), clock=clock)
 
 
 def save_checkpoint(run: Run) -> Path:
