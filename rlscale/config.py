@@ -151,7 +151,10 @@ class ControlConfig:
     # while every resize costs: the estimate's lag, a new learning rate, fresh episodes.
     min_gain: float = opt(0.05, "auto: resize only when the cost model predicts B* at least this fraction "
                           "faster than the current batch (0: whenever B* leaves the hysteresis band)")
-    max_resize_factor: float = opt(2.0, "largest factor one resize may change the batch by")
+    max_resize_factor: float = opt(2.0, "largest factor one resize may grow the batch by")
+    # A smaller batch costs no examples, and the estimate that asks for it was measured at the larger one:
+    # from 8x the best batch, Breakout's halvings took 150-200k agent steps that taught nothing (docs/batch-control.md).
+    max_shrink_factor: float = opt(4.0, "largest factor one resize may shrink the batch by")
     cooldown: float = opt(50_000, "observations to train after a resize before the next one")
     # Off: the probe's batch was picked to time the cost model, not by the estimate;
     # moving on at once measured as fast or faster on all three study tasks (docs/results.md).
@@ -407,8 +410,8 @@ class Config:
     def _check_batch_control(self) -> None:
         """The batch control's settings against one another and against the environments."""
         e, c = self.env, self.control
-        if c.hysteresis < 1.0 or c.max_resize_factor <= 1.0:
-            raise UserError("hysteresis must be >= 1 and max_resize_factor > 1")
+        if c.hysteresis < 1.0 or c.max_resize_factor <= 1.0 or c.max_shrink_factor <= 1.0:
+            raise UserError("hysteresis must be >= 1, and max_resize_factor and max_shrink_factor > 1")
         if c.batch == "auto" and c.hysteresis >= c.max_resize_factor:
             # auto's probes move the batch by one max_resize_factor to time a second size; a move
             # that stays inside the hysteresis band is never made, so the cost model would never fit.
@@ -654,6 +657,7 @@ def _sectioned(flat: dict[str, Any]) -> dict[str, dict[str, Any]]:
 # A config saved before one of these fields existed ran with the behaviour named by
 # the value here, which is not the field's default today.
 BEHAVIOUR_BEFORE_FIELD = {("control", "probe_cooldown"): True, ("control", "min_gain"): 0.0,
+                          ("control", "max_shrink_factor"): 2.0,
                           ("pool", "actor_precision"): "fp32", ("noise", "measure_curvature"): False,
                           ("noise", "noise_settle"): 0}
 

@@ -13,7 +13,7 @@ from rlscale.control.schedule import Schedule
 
 def controller(**kw) -> BatchController:
     base = dict(batch="critical", min_envs=4, max_envs=256, hysteresis=1.5,
-                max_resize_factor=2.0, cooldown=1000, lr_rule="none")
+                max_resize_factor=2.0, max_shrink_factor=2.0, cooldown=1000, lr_rule="none")
     base.update(kw)
     return BatchController(ControlConfig(**base), observations_per_env=5, vector_size=4)
 
@@ -50,7 +50,10 @@ def test_hysteresis_band():
 def test_step_limit_and_bounds():
     c = controller(cooldown=0)
     assert c.step(16, 100_000.0, 80, 1e-3).n_envs == 32  # at most x2 per resize
-    assert c.step(16, 1.0, 80, 1e-3).n_envs == 8  # at most /2
+    assert c.step(16, 1.0, 80, 1e-3).n_envs == 8  # at most /2 here
+    # ControlConfig's default lets a shrink go further than a growth: a smaller batch costs no examples.
+    assert controller(cooldown=0, max_shrink_factor=ControlConfig.max_shrink_factor).step(
+        32, 1.0, 160, 1e-3).n_envs == 8  # /4
     assert c.step(256, 1e9, 1280, 1e-3).reason == "at max_envs"
     assert c.step(4, 1.0, 20, 1e-3).reason == "at min_envs"
     assert controller(cooldown=0, max_envs=20).step(16, 1e6, 80, 1e-3).n_envs == 20

@@ -18,8 +18,10 @@ number of minibatches for PPO.
             current batch: near B* the time is flat and a resize is not free.
             With ``cluster_nodes`` it chooses for an elastic cluster instead: the fewest
             node-hours per unit of progress within ``cluster_slack`` of the cluster's
-            fastest batch (``rlscale.control.cluster_clock.cluster_batch``). Where growing
-            buys machines, it does not grow before the run has learned anything.
+            fastest batch (``rlscale.control.cluster_clock.cluster_batch``). It does not grow
+            before the run has learned anything: the noise scale reads high while the gradient is
+            mostly noise, and a larger batch then spends examples (or, on a cluster, machines) that
+            teach nothing.
 * replay:   the environments and learning rate a recorded run took at each agent step
             (``rlscale.control.schedule``), open-loop: the studies' control for feedback.
 
@@ -30,7 +32,8 @@ sets lr(B) from the run's first batch and learning rate (its tuned point), so
 that a batch that returns to where it started returns to its learning rate.
 
 A resize happens only when the target leaves a hysteresis band around the
-current batch, changes the batch by at most a bounded factor, waits for a
+current batch, changes the batch by at most a bounded factor (a larger one to
+shrink: a smaller batch costs no examples), waits for a
 cool-down (observations trained since the last resize, so the estimate
 reflects the current batch) and respects [min_envs, max_envs]. A missing or
 non-finite estimate means hold.
@@ -94,8 +97,8 @@ class BatchController:
     reference: tuple[float, float] | None = None
     schedule: Schedule | None = None  # batch replay: the recorded run's path
     agent_steps: float = 0.0  # trained so far: where the replayed schedule stands
-    # Where growing the batch buys machines (the cluster clock, elastic actors): auto does not grow past
-    # its start before the run has learned anything (rlscale.goals.learning_began).
+    # auto does not grow past its start before the run has learned anything (rlscale.goals.learning_began):
+    # growing then buys examples, or a cluster's machines, that teach nothing. Set by the trainer.
     hold_until_learning: bool = False
 
     def __post_init__(self) -> None:
@@ -221,7 +224,7 @@ class BatchController:
         h = self.cfg.hysteresis
         if 1.0 / h <= ratio <= h:
             return Decision(n_envs, lr, target, "within hysteresis")
-        limited = min(max(ratio, 1.0 / self.cfg.max_resize_factor), self.cfg.max_resize_factor)
+        limited = min(max(ratio, 1.0 / self.cfg.max_shrink_factor), self.cfg.max_resize_factor)
         vectors = max(1, math.floor(current * limited / self.observations_per_env / self.vector_size + 0.5))
         new_envs = vectors * self.vector_size
         if new_envs == n_envs:  # rounding ate the change: move by one vector env

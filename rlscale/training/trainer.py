@@ -170,8 +170,9 @@ def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None,
     branch's start from another run's); a replay reads its schedule here unless given it."""
     state = TrainState(n_envs=cfg.env.n_envs, base_lr=cfg.agent.lr)
     controller = BatchController(cfg.control, cfg.observations_per_env, cfg.pool_unit)
-    # Growing buys machines on a cluster (modelled or elastic actors): not before anything is learned.
-    controller.hold_until_learning = cfg.control.cluster_nodes > 0 or cfg.pool.envs_per_actor > 0
+    # Before the return rises the noise scale reads high while the gradient is mostly noise: growing then
+    # buys examples (on two cores) or machines (on a cluster) that teach nothing (docs/batch-control.md).
+    controller.hold_until_learning = cfg.control.batch == "auto"
     clock = ClusterClock(controller.cluster) if controller.cluster is not None else None
     if cfg.control.batch == "replay":
         controller.schedule = schedule or load_schedule(cfg)
