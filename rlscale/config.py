@@ -410,7 +410,8 @@ class Config:
     def _check_batch_control(self) -> None:
         """The batch control's settings against one another and against the environments."""
         e, c = self.env, self.control
-        if c.hysteresis < 1.0 or c.max_resize_factor <= 1.0 or c.max_shrink_factor <= 1.0:
+        if not all(math.isfinite(v) for v in (c.hysteresis, c.max_resize_factor, c.max_shrink_factor)) or (
+                c.hysteresis < 1.0 or c.max_resize_factor <= 1.0 or c.max_shrink_factor <= 1.0):
             raise UserError("hysteresis must be >= 1, and max_resize_factor and max_shrink_factor > 1")
         if c.batch == "auto" and c.hysteresis >= c.max_resize_factor:
             # auto's probes move the batch by one max_resize_factor to time a second size; a move

@@ -16,6 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 
 GOAL_WINDOW = 20  # episodes the return is averaged over before a goal counts
+# Standard errors of the difference a window's mean must rise above the first window's before a run counts as
+# learning. The check runs after every episode, over hundreds of windows before the rise: at 2, the windows of
+# MinAtar Breakout runs crossed by chance within 0.5-20k agent steps, where the policy's entropy fell at 20-310k;
+# at 4 they crossed near the fall (docs/batch-control.md).
+LEARNING_Z = 4.0
 
 
 class GoalWindow:
@@ -43,19 +48,19 @@ class GoalWindow:
 
 
 def learning_began(first: tuple[float, float] | None, now: tuple[float, float] | None) -> bool:
-    """Whether a run has learned anything: its goal window's mean stands two standard errors of the
-    difference above its first full window's. ``first`` and ``now`` are (mean, standard deviation) of
+    """Whether a run has learned anything: its goal window's mean stands ``LEARNING_Z`` standard errors of
+    the difference above its first full window's. ``first`` and ``now`` are (mean, standard deviation) of
     a full window of ``GOAL_WINDOW`` episodes, or None before there is one.
 
-    Both windows' errors count: a first window of zeros has none, and one lucky episode in the
-    next (a MinAtar Seaquest run's mean 0.0 -> 0.1) is not learning. Before the rise the gradient is
+    Both windows' errors count: a first window of zeros has none, and a few lucky episodes in the
+    next (a MinAtar Seaquest run's mean 0.0 -> 0.1) are not learning. Before the rise the gradient is
     mostly noise and the noise scale reads high (B_simple 650-1,600 there): a controller that grows
     then buys nodes that buy nothing.
     """
     if first is None or now is None:
         return False
     (first_mean, first_sd), (mean, sd) = first, now
-    return mean - first_mean > 2.0 * ((first_sd ** 2 + sd ** 2) / GOAL_WINDOW) ** 0.5
+    return mean - first_mean > LEARNING_Z * ((first_sd ** 2 + sd ** 2) / GOAL_WINDOW) ** 0.5
 
 
 def window_stats(window: GoalWindow) -> tuple[float, float] | None:

@@ -194,7 +194,12 @@ def test_auto_batch_control_on_the_rllib_engine_probes_and_identifies_its_cost_m
                  "--n-envs", "8", "--n-steps", "32", "--set", "vector_size=2", "--set", "noise_groups=2",
                  "--batch", "auto", "--min-envs", "2", "--max-envs", "32", "--set", "cooldown=500",
                  "--total-frames", "15000", "--run-dir", str(run_dir)]) == 0
-    assert "resize 8 -> 16 envs (grow: probe: timing a second batch size" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    # Down while nothing is learned (auto does not grow before the return rises), up after.
+    learned = out.find("auto may now grow the batch")
+    probe = out.index("probe: timing a second batch size")
+    direction = "resize 8 -> 4 envs (shrink: " if learned < 0 or probe < learned else "resize 8 -> 16 envs (grow: "
+    assert out.rfind("\n", 0, probe) == out.rfind(direction, 0, probe) - 1
     # Identified after the probe: the model's tags (whether B* then leaves the hysteresis
     # band depends on this machine's a and b).
     events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})

@@ -10,8 +10,8 @@ number of minibatches for PPO.
 * sqrt:     target batch = sqrt(r * B_crit) (eq. D.6), r in examples per step.
 * auto:     target batch = B* = sqrt((a/b) * B_crit), the wall-time optimum of the
             measured cost model T(B) = a + b*B (``rlscale.control.cost``, docs/batch-control.md). Until
-            the model is identified (two batch sizes timed), one probe resize by the
-            largest allowed factor gives it a second size; while its fitted overhead
+            the model is identified (two batch sizes timed), one probe resize by
+            max_resize_factor (down before anything is learned) gives it a second size; while its fitted overhead
             is 0 (B* = 0) it times one batch a factor smaller, and while its slope is not positive
             (B* unbounded) one a factor larger. It resizes only when the
             model predicts B* at least ``min_gain`` faster per unit of progress than the
@@ -233,7 +233,7 @@ class BatchController:
         if new_envs == n_envs:
             bound = "max_envs" if ratio > 1 else "min_envs"
             return Decision(n_envs, lr, target, f"at {bound}")
-        if new_envs > n_envs and not may_grow:  # where growing buys machines, not before anything is learned
+        if new_envs > n_envs and not may_grow:  # not before anything is learned (hold_until_learning)
             return Decision(n_envs, lr, target, NOTHING_LEARNED)
         lr = self.lr_for(new_envs * self.observations_per_env, noise_scale, lr)
         self.observations_since_resize = 0.0

@@ -311,6 +311,8 @@ def variant_of(run: RunRecord) -> str:
     if c.signal in tags.METRICS:  # read every k-th batch: k sets how many samples its average holds
         pace += f" every {run.cfg.noise.curvature_every}"
     pace += f" band {c.hysteresis:g}" if c.hysteresis != ControlConfig().hysteresis else ""
+    # Runs from before max_shrink_factor read as shrink 2: they also grew before learning on one machine.
+    pace += f" shrink {c.max_shrink_factor:g}" if c.max_shrink_factor != ControlConfig().max_shrink_factor else ""
     pace += f" clip {run.cfg.noise.noise_clip:g}" if run.cfg.noise.noise_clip else ""
     # Runs from before noise_settle read as settle 0: their averages took new environments' first batches.
     pace += f" settle {run.cfg.noise.noise_settle}" if run.cfg.noise.noise_settle != NoiseConfig().noise_settle else ""

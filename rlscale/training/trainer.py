@@ -29,6 +29,7 @@ from rlscale.engine.native import Engine, NativeEngine, UpdateResult
 from rlscale.errors import ActorFailures, UserError
 from rlscale.goals import (
     GOAL_WINDOW,
+    LEARNING_Z,
     GoalForecast,
     GoalOutlook,
     GoalWindow,
@@ -171,8 +172,10 @@ def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None,
     state = TrainState(n_envs=cfg.env.n_envs, base_lr=cfg.agent.lr)
     controller = BatchController(cfg.control, cfg.observations_per_env, cfg.pool_unit)
     # Before the return rises the noise scale reads high while the gradient is mostly noise: growing then
-    # buys examples (on two cores) or machines (on a cluster) that teach nothing (docs/batch-control.md).
-    controller.hold_until_learning = cfg.control.batch == "auto"
+    # buys machines (on a cluster, modelled or elastic actors) or, for auto, examples that teach nothing
+    # (docs/batch-control.md).
+    controller.hold_until_learning = (cfg.control.batch == "auto" or cfg.control.cluster_nodes > 0
+                                      or cfg.pool.envs_per_actor > 0)
     clock = ClusterClock(controller.cluster) if controller.cluster is not None else None
     if cfg.control.batch == "replay":
         controller.schedule = schedule or load_schedule(cfg)
@@ -343,15 +346,20 @@ def train_loop(run: Run) -> None:
 
 
 def note_learning(run: Run) -> None:
-    """Keep the first full window's statistics, and note once the return has risen above them."""
+    """Keep the first full window's statistics, once every environment has had two episodes, and note once
+    the return has risen above them.
+
+    All environments start together, so the first episodes to end are the shortest: on MinAtar Breakout
+    the first 30 were 6-step episodes that scored 0, against a mean of 0.3-0.5 over later ones, and any
+    later window then read as learning."""
     s = run.state
     if s.first_window is None:
-        stats = window_stats(run.window)
+        stats = window_stats(run.window) if s.episodes >= 2 * s.n_envs else None
         s.first_window = list(stats) if stats is not None else None
     elif not s.learned and learning_began(tuple(s.first_window), window_stats(run.window)):
         s.learned = True
         if run.controller.hold_until_learning and run.cfg.control.batch == "auto":
-            print(f"learning: mean return {run.window.full_mean:.2f} stands two standard errors above the first "
+            print(f"learning: mean return {run.window.full_mean:.2f} stands {LEARNING_Z:g} standard errors above the first "
                   f"window's {s.first_window[0]:.2f}; auto may now grow the batch", flush=True)
 
 
