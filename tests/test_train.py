@@ -296,7 +296,8 @@ def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):
     against the B* the controller aims at (B_simple / crit_ratio)."""
     run_dir = tmp_path / "auto"
     code = main(["cartpole", "--n-actors", "2", "--batch", "auto", "--n-envs", "8", "--min-envs", "2",
-                 "--max-envs", "64", "--set", "cooldown=1000", "--set", "crit_ratio=2", "--total-frames", "30000",
+                 "--max-envs", "64", "--set", "cooldown=1000", "--set", "crit_ratio=2", "--set", "noise_groups=2",
+                 "--total-frames", "30000",
                  "--run-dir", str(run_dir)])
     assert code == 0
     out = capsys.readouterr().out
