@@ -17,7 +17,7 @@ import numpy as np
 
 GOAL_WINDOW = 20  # episodes the return is averaged over before a goal counts
 # Standard errors of the difference a window's mean must rise above the first window's before a run counts as
-# learning. The check runs after every episode, over hundreds of windows before the rise: at 2, the windows of
+# learning. The check runs after every update, over hundreds of windows before the rise: at 2, the windows of
 # MinAtar Breakout runs crossed by chance within 0.5-20k agent steps, where the policy's entropy fell at 20-310k;
 # at 4 they crossed near the fall (docs/batch-control.md).
 LEARNING_Z = 4.0

@@ -367,6 +367,16 @@ def test_the_first_window_waits_for_two_episodes_per_environment():
     note_learning(run)
     assert run.state.first_window == pytest.approx([0.5, np.std([0.0, 1.0] * 10, ddof=1)])
     assert not run.state.learned
+    # Shrunk from 16 to 4 environments before the first window: it still waits for two episodes of each of 16.
+    shrunk = SimpleNamespace(state=TrainState(n_envs=16, episodes=20), window=GoalWindow([0.0] * 20),
+                             controller=SimpleNamespace(hold_until_learning=True), cfg=None)
+    note_learning(shrunk)
+    shrunk.state.n_envs, shrunk.state.episodes = 4, 31
+    note_learning(shrunk)
+    assert shrunk.state.first_window is None
+    shrunk.state.episodes = 32
+    note_learning(shrunk)
+    assert shrunk.state.first_window is not None
     window = GoalWindow([1.0, 3.0] * 10)
     assert window_stats(window) == pytest.approx((2.0, np.std([1.0, 3.0] * 10, ddof=1)))
     assert window_stats(GoalWindow([1.0] * 19)) is None

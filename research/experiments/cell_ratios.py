@@ -24,12 +24,16 @@ import numpy as np
 def arm_times(roots: list[str], goal: str, seeds: set[int] | None) -> dict[str, list[float]]:
     """Seconds to ``goal`` per arm (inf where the run ended without it), pooled over the roots."""
     arms: dict[str, list[float]] = {}
+    seen: set[tuple[str, int]] = set()
     for spec in roots:
         root, _, pattern = spec.partition("::")
         for summary in sorted(Path(root).glob(f"{pattern or '*'}/summary.json")):
             match = re.fullmatch(r"(.+)-s(\d+)", summary.parent.name)
             if match is None or (seeds is not None and int(match[2]) not in seeds):
                 continue
+            if (match[1], int(match[2])) in seen:  # one seed of one arm under two roots: counted once, or refused
+                raise SystemExit(f"{match[1]} seed {match[2]} is under more than one root: select with ROOT::PATTERN")
+            seen.add((match[1], int(match[2])))
             data = json.loads(summary.read_text())
             if not data.get("finished", True):
                 continue  # still running or cut off: its time to the goal is not known
@@ -43,8 +47,10 @@ def ratio_interval(times: list[float], reference: list[float], draws: int, rng: 
     """Median of ``times`` over the median of ``reference``, and its 95 % percentile-bootstrap interval."""
     a, b = np.asarray(times), np.asarray(reference)
     ratios = np.median(rng.choice(a, (draws, a.size)), axis=1) / np.median(rng.choice(b, (draws, b.size)), axis=1)
+    ratios[np.isnan(ratios)] = np.inf  # both medians missed (inf / inf): no ratio is known, so none is claimed
     low, high = np.percentile(ratios, [2.5, 97.5], method="nearest")  # no interpolation between missed runs' inf
-    return float(np.median(a) / np.median(b)), float(low), float(high)
+    ratio = np.median(a) / np.median(b)
+    return float(np.inf if np.isnan(ratio) else ratio), float(low), float(high)
 
 
 def main() -> None:

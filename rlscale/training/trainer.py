@@ -59,6 +59,7 @@ class TrainState:
     base_lr: float = 0.0  # the controller's learning rate at the current batch, before annealing
     goals: dict[str, dict[str, float]] = field(default_factory=dict)  # first time each goal was met
     first_window: list[float] | None = None  # the first full goal window's mean and standard deviation
+    most_envs: int = 0  # the most environments seen before the first window: it waits for two episodes of each
     learned: bool = False  # the return has risen above the first window's (goals.learning_began: auto's guard)
 
     @classmethod
@@ -354,7 +355,10 @@ def note_learning(run: Run) -> None:
     later window then read as learning."""
     s = run.state
     if s.first_window is None:
-        stats = window_stats(run.window) if s.episodes >= 2 * s.n_envs else None
+        # The most, not the current: a run from 512 environments that shrinks to 128 before its 1,024th
+        # episode has not yet seen two episodes of each of the 512 it started with.
+        s.most_envs = max(s.most_envs, s.n_envs)
+        stats = window_stats(run.window) if s.episodes >= 2 * s.most_envs else None
         s.first_window = list(stats) if stats is not None else None
     elif not s.learned and learning_began(tuple(s.first_window), window_stats(run.window)):
         s.learned = True
