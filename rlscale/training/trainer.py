@@ -362,7 +362,7 @@ def note_learning(run: Run) -> None:
         s.first_window = list(stats) if stats is not None else None
     elif not s.learned and learning_began(tuple(s.first_window), window_stats(run.window)):
         s.learned = True
-        if run.controller.hold_until_learning and run.cfg.control.batch == "auto":
+        if run.cfg.control.batch == "auto":  # auto always holds until now (build)
             print(f"learning: mean return {run.window.full_mean:.2f} stands {LEARNING_Z:g} standard errors above the first "
                   f"window's {s.first_window[0]:.2f}; auto may now grow the batch", flush=True)
 
