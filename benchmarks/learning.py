@@ -16,7 +16,8 @@ beside the reference's (``learning.png`` in the output folder).
 
 What is pinned so a reading is about learning, not the machine: every run steps its environments
 in its own process (no Ray actors), its learner on one thread, in ``--precision`` (fp32 unless
-asked: a start-up measurement would let the machine choose), without torch.compile; ``--jobs`` runs
+asked: a start-up measurement would let the machine choose), without torch.compile, at the preset's
+starting batch (``auto`` would choose from measured times; docs/batch-control.md judges it); ``--jobs`` runs
 go side by side (one per core by default). Wall times to the goal are printed too, but compare only
 between invocations with the same ``--jobs`` on a quiet machine of the same kind.
 
@@ -151,6 +152,9 @@ class Checkout:
         if "--actor-precision" in self.flags:
             out += ["--actor-precision", precision]
         out += self.setting("learner_compile", "off")
+        # A preset may train with `auto`, which picks its batch from measured times: its steps to a goal would
+        # follow the machine. The learner is read at the preset's starting batch; the study judges the controller.
+        out += self.setting("batch", "fixed")
         return out
 
 

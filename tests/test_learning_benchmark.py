@@ -153,6 +153,18 @@ def test_a_reference_made_for_other_settings_is_refused_before_any_run(tmp_path)
     assert not (tmp_path / "out" / "cartpole-a2c").exists()  # refused before anything trained
 
 
+def test_the_benchmark_trains_a_preset_that_uses_auto_at_its_starting_batch(learning, tmp_path):
+    from rlscale.config import build_config, parse_with_config
+    from rlscale.train import parser
+
+    preset = tmp_path / "game.toml"
+    preset.write_text('[env]\nenv_id = "CartPole-v1"\nn_envs = 8\n[control]\nbatch = "auto"\n')
+    pinned = learning.Checkout.at(learning.REPO).pinned("fp32")
+    _, overrides = parse_with_config(parser(), [str(preset), *pinned])
+    cfg = build_config(str(preset), "a2c", overrides)
+    assert cfg.control.batch == "fixed" and cfg.env.n_envs == 8 and cfg.pool.pool == "serial"
+
+
 def test_ctrl_c_checkpoints_the_run_the_rerun_resumes_it_then_reads_it_back(tmp_path):
     # A real CartPole seed, serial, as a user runs it: Ctrl-C (to the whole process group, as a
     # terminal sends it) while the seed trains, the same command again, then a comparison.
