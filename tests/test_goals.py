@@ -1,6 +1,10 @@
-"""Goals as a run meets them: the crossing rule, the trend's forecast and the preset's reference run (pure)."""
+"""Goals as a run meets them: the crossing rule, the trend's forecast, the preset's reference run and when
+`auto` counts a run as learning (pure)."""
 
 from __future__ import annotations
+
+import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -13,10 +17,12 @@ from rlscale.goals import (
     GoalOutlook,
     GoalWindow,
     first_crossing,
+    learning_began,
     smoothed_returns,
+    window_stats,
 )
 from rlscale.training.logger import goal_eta
-from rlscale.training.trainer import reference_step, stop_clause
+from rlscale.training.trainer import TrainState, note_learning, reference_step, stop_clause
 
 
 def test_goal_crossing_on_hand_made_curves():
@@ -95,3 +101,42 @@ def test_the_pong_preset_carries_its_reference_run_into_the_header():
     assert build_config("pong", None, {"n_envs": 8, "seed": 3}).agent.reference_steps == [2_006_016, 2_331_648, 2_677_760]
     with pytest.raises(UserError, match="positive and rising"):
         build_config("pong", None, {"reference_steps": [3.0, 2.0, 1.0]})
+
+
+def test_learning_began_four_standard_errors_of_the_difference_above_the_first_window():
+    first = (10.0, 4.0)  # mean 10, sd 4 over 20 episodes
+    edge = 4 * math.sqrt((4.0 ** 2 + 3.0 ** 2) / 20)  # sd 3 now: the difference's standard error is 5 / sqrt(20)
+    assert not learning_began(first, (10.0 + edge, 3.0))
+    assert learning_began(first, (10.0 + edge + 1e-6, 3.0))
+    # A first window of zeros, then windows with a few lucky episodes of 2 (MinAtar Seaquest): five 2s give
+    # mean 0.5, sd 0.889, standard error 0.199, so 4 of them (0.795) are not learning; ten 2s (mean 1.0) are.
+    assert not learning_began((0.0, 0.0), window_stats(GoalWindow([0.0] * 19 + [2.0])))
+    assert not learning_began((0.0, 0.0), window_stats(GoalWindow([0.0] * 15 + [2.0] * 5)))
+    assert learning_began((0.0, 0.0), window_stats(GoalWindow([0.0] * 10 + [2.0] * 10)))
+    assert not learning_began(None, (100.0, 1.0)) and not learning_began(first, None)
+
+
+def test_the_first_window_waits_for_two_episodes_per_environment():
+    """All environments start together, so the first episodes to end are the shortest (MinAtar Breakout's
+    scored 0): the baseline is read once every environment has had two episodes."""
+    run = SimpleNamespace(state=TrainState(n_envs=16, episodes=31), window=GoalWindow([0.0] * 20),
+                          controller=SimpleNamespace(hold_until_learning=True), cfg=None)
+    note_learning(run)
+    assert run.state.first_window is None  # 31 episodes over 16 environments: too early
+    run.state.episodes, run.window = 32, GoalWindow([0.0, 1.0] * 10)
+    note_learning(run)
+    assert run.state.first_window == pytest.approx([0.5, np.std([0.0, 1.0] * 10, ddof=1)])
+    assert not run.state.learned
+    # Shrunk from 16 to 4 environments before the first window: it still waits for two episodes of each of 16.
+    shrunk = SimpleNamespace(state=TrainState(n_envs=16, episodes=20), window=GoalWindow([0.0] * 20),
+                             controller=SimpleNamespace(hold_until_learning=True), cfg=None)
+    note_learning(shrunk)
+    shrunk.state.n_envs, shrunk.state.episodes = 4, 31
+    note_learning(shrunk)
+    assert shrunk.state.first_window is None
+    shrunk.state.episodes = 32
+    note_learning(shrunk)
+    assert shrunk.state.first_window is not None
+    window = GoalWindow([1.0, 3.0] * 10)
+    assert window_stats(window) == pytest.approx((2.0, np.std([1.0, 3.0] * 10, ddof=1)))
+    assert window_stats(GoalWindow([1.0] * 19)) is None
