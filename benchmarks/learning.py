@@ -154,7 +154,8 @@ class Checkout:
         out += self.setting("learner_compile", "off")
         # A preset may train with `auto`, which picks its batch from measured times: its steps to a goal would
         # follow the machine. The learner is read at the preset's starting batch; the study judges the controller.
-        out += self.setting("batch", "fixed")
+        # As a flag where the trainer has one, so that a --batch in --extra-flags after it still wins.
+        out += ["--batch", "fixed"] if "--batch" in self.flags else self.setting("batch", "fixed")
         return out
 
 

@@ -20,12 +20,12 @@ LEARNING = re.compile(r"learning: mean return ([0-9.]+) stands [0-9.]+ standard 
 
 
 def worker_logs() -> dict[str, str]:
-    """Each run's worker log text, by the run directory name it mentions."""
+    """Each run's worker log text from where it names the run, by that run directory name."""
     out: dict[str, str] = {}
     for f in glob.glob("/tmp/ray/session_*/logs/worker-*.out"):
         text = Path(f).read_text(errors="replace")
         for name in set(re.findall(r"(auto-b\d+-lr[0-9.]+-s\d+)", text)):
-            out.setdefault(name, text)
+            out.setdefault(name, text[text.index(name):])  # a worker that ran two runs: this one's lines on
     return out
 
 
