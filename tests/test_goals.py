@@ -119,8 +119,7 @@ def test_learning_began_four_standard_errors_of_the_difference_above_the_first_w
 def test_the_first_window_waits_for_two_episodes_per_environment():
     """All environments start together, so the first episodes to end are the shortest (MinAtar Breakout's
     scored 0): the baseline is read once every environment has had two episodes."""
-    run = SimpleNamespace(state=TrainState(n_envs=16, episodes=31), window=GoalWindow([0.0] * 20),
-                          controller=SimpleNamespace(hold_until_learning=True), cfg=None)
+    run = SimpleNamespace(state=TrainState(n_envs=16, episodes=31), window=GoalWindow([0.0] * 20), cfg=None)
     note_learning(run)
     assert run.state.first_window is None  # 31 episodes over 16 environments: too early
     run.state.episodes, run.window = 32, GoalWindow([0.0, 1.0] * 10)
@@ -128,8 +127,7 @@ def test_the_first_window_waits_for_two_episodes_per_environment():
     assert run.state.first_window == pytest.approx([0.5, np.std([0.0, 1.0] * 10, ddof=1)])
     assert not run.state.learned
     # Shrunk from 16 to 4 environments before the first window: it still waits for two episodes of each of 16.
-    shrunk = SimpleNamespace(state=TrainState(n_envs=16, episodes=20), window=GoalWindow([0.0] * 20),
-                             controller=SimpleNamespace(hold_until_learning=True), cfg=None)
+    shrunk = SimpleNamespace(state=TrainState(n_envs=16, episodes=20), window=GoalWindow([0.0] * 20), cfg=None)
     note_learning(shrunk)
     shrunk.state.n_envs, shrunk.state.episodes = 4, 31
     note_learning(shrunk)
