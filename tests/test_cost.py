@@ -306,6 +306,44 @@ def timed(c: BatchController, batches=(80, 160)) -> BatchController:
     return c
 
 
+def held(grow_to_exchange_rate: bool, batches=(80, 160)) -> BatchController:
+    c = timed(auto(), batches)
+    c.hold_until_learning, c.grow_to_exchange_rate = True, grow_to_exchange_rate
+    return c
+
+
+def test_auto_on_one_machine_grows_to_the_exchange_rate_before_anything_is_learned():
+    """Before learning, on one machine auto may grow past a small start up to the cost model's a/b (110.6
+    observations here: 0.052 s / 0.00047 s), no further; B* (547 at B_crit 2,700) waits for learning."""
+    c = held(True)
+    assert c.step(4, 2700.0, 1000, 7e-4, learned=False).n_envs == 8  # start 20 observations -> 40
+    assert c.step(8, 2700.0, 1000, 7e-4, learned=False).n_envs == 16  # -> 80
+    # 160 would pass a/b; capped, the step 80 -> 100 is inside the hysteresis band: it holds.
+    assert c.step(16, 2700.0, 1000, 7e-4, learned=False).reason == NOTHING_LEARNED
+    assert c.step(16, 2700.0, 1000, 7e-4, learned=True).n_envs == 32
+    # Capped but past the band: 60 -> 120 would pass a/b, and 100 is 1.67x 60.
+    assert held(True).step(12, 2700.0, 1000, 7e-4, learned=False).n_envs == 20
+    # Where growing buys machines (the trainer leaves grow_to_exchange_rate off) the start is the ceiling.
+    assert held(False).step(4, 2700.0, 1000, 7e-4, learned=False).reason == NOTHING_LEARNED
+    # A start above a/b is the ceiling on one machine too: back up to it after a shrink, not past it.
+    big = held(True)
+    assert big.step(64, 20000.0, 1000, 7e-4, learned=False).reason == NOTHING_LEARNED  # 320 -> 640 waits (B* 1,487)
+    assert big.step(32, 20000.0, 1000, 7e-4, learned=False).n_envs == 64  # 160 -> 320, its start
+
+
+def test_auto_on_one_machine_times_a_larger_batch_on_a_flat_line_before_learning():
+    """A cost line with no slope says a larger batch costs no more time: on one machine its probe may time one
+    before anything is learned; where growing buys machines it waits."""
+    flat = [(40, 0.05), (80, 0.05)]
+    for grows, n_envs in ((True, 32), (False, 16)):
+        c = held(grows, batches=())
+        for batch, seconds in flat:
+            for _ in range(5):
+                c.cost.add(batch, seconds)
+        assert c.cost.fit.unresolved == "no slope"
+        assert c.step(16, 2700.0, 1000, 7e-4, learned=False).n_envs == n_envs
+
+
 def test_auto_on_a_cluster_aims_at_the_cluster_batch_not_b_star():
     """--cluster-nodes: the target is cluster_batch over the bounds' batches, not B* of one machine."""
     c = timed(auto(cluster_nodes=4, cluster_node_envs=16, cluster_round_trip=0.0))

@@ -21,7 +21,10 @@ number of minibatches for PPO.
             fastest batch (``rlscale.control.cluster_clock.cluster_batch``). It does not grow
             before the run has learned anything: the noise scale reads high while the gradient is
             mostly noise, and a larger batch then spends examples (or, on a cluster, machines) that
-            teach nothing.
+            teach nothing. On one machine it may then still grow to the cost model's exchange rate
+            r = a/b where its start lies below: there an update's time is mostly its fixed overhead (on MinAtar
+            Asterix T(B) = 3.8 ms + 0.051 ms x B puts an example at 10 observations at 4.4x the time of one
+            at 80; docs/batch-control.md).
 * replay:   the environments and learning rate a recorded run took at each agent step
             (``rlscale.control.schedule``), open-loop: the studies' control for feedback.
 
@@ -48,7 +51,7 @@ from typing import Any
 from rlscale import tags
 from rlscale.config import ControlConfig
 from rlscale.control.cluster_clock import ElasticCluster, cluster_batch
-from rlscale.control.cost import CostModel, optimal_batch, predicted_speedup
+from rlscale.control.cost import CostModel, Fit, optimal_batch, predicted_speedup
 from rlscale.control.schedule import Schedule
 
 NOTHING_LEARNED = "nothing learned yet (the mean return has not risen): not growing"
@@ -100,6 +103,9 @@ class BatchController:
     # auto does not grow past its start before the run has learned anything (rlscale.goals.learning_began):
     # growing then buys examples, or a cluster's machines, that teach nothing. Set by the trainer.
     hold_until_learning: bool = False
+    # With the hold, on one machine: it may grow up to the larger of its start and the cost model's exchange
+    # rate a/b, below which a larger batch costs little time per update. Set by the trainer.
+    grow_to_exchange_rate: bool = False
 
     def __post_init__(self) -> None:
         # The elastic cluster auto chooses for (--cluster-nodes), None for this machine.
@@ -125,7 +131,10 @@ class BatchController:
         if self.cfg.batch == "auto" and fit is None:
             return self._probe(n_envs, noise_scale, current, lr, may_grow)
         if self.cfg.batch == "auto" and fit.unresolved:
-            return self._probe_unresolved(n_envs, noise_scale, current, lr, fit.unresolved, may_grow)
+            # A line with no slope says a larger batch costs no more time: on one machine its probe may time one.
+            timing_is_free = fit.unresolved == "no slope" and self.grow_to_exchange_rate
+            return self._probe_unresolved(n_envs, noise_scale, current, lr, fit.unresolved, may_grow or timing_is_free)
+        ceiling = math.inf if may_grow else self.growth_ceiling(fit)
         critical = self.critical_batch(noise_scale)
         gain = 0.0
         if self.cfg.batch == "auto" and self.cluster is not None:
@@ -147,7 +156,15 @@ class BatchController:
             return Decision(n_envs, lr, target, "cooling down")
         if self.cfg.batch == "auto" and gain < self.cfg.min_gain:
             return Decision(n_envs, lr, target, f"B* {target:,.0f} only {gain:.1%} faster (< min_gain)")
-        return self._resize_toward(n_envs, noise_scale, current, target, lr, why, may_grow)
+        return self._resize_toward(n_envs, noise_scale, current, target, lr, why, ceiling)
+
+    def growth_ceiling(self, fit: Fit | None) -> float:
+        """The largest optimizer batch the hold lets a run grow to before it has learned anything: its start,
+        or on one machine (``grow_to_exchange_rate``) the larger of that and a resolved cost model's a/b."""
+        start = self.reference[0] if self.reference is not None else 0.0
+        if self.grow_to_exchange_rate and fit is not None and not fit.unresolved:
+            return max(start, fit.exchange_rate)
+        return start
 
     def critical_batch(self, noise_scale: float) -> float:
         """The signal's estimate of B_crit: what the targets, B* and its predicted speed-up read."""
@@ -173,7 +190,8 @@ class BatchController:
             return Decision(n_envs, lr, None, NOTHING_LEARNED)
         target = current * (self.cfg.max_resize_factor if grow else 1.0 / self.cfg.max_resize_factor)
         decision = self._resize_toward(n_envs, noise_scale, current, target, lr,
-                                       "probe: timing a second batch size for the cost model")
+                                       "probe: timing a second batch size for the cost model",
+                                       math.inf if grow else 0.0)
         self.probed = decision.n_envs != n_envs and not self.cfg.probe_cooldown
         return decision
 
@@ -201,7 +219,8 @@ class BatchController:
         if not self._timed_and_cooled(current):
             return Decision(n_envs, lr, None, f"cost model: {cause}; timing this one")
         return self._resize_toward(n_envs, noise_scale, current, current * factor, lr,
-                                   f"probe: {cause}; timing a {size} one", may_grow)
+                                   f"probe: {cause}; timing a {size} one",
+                                   math.inf if may_grow else self.growth_ceiling(None))
 
     def _replay(self, n_envs: int, lr: float) -> Decision:
         if self.schedule is None:
@@ -218,8 +237,9 @@ class BatchController:
                                                 f"after {self.agent_steps:,.0f} agent steps")
 
     def _resize_toward(self, n_envs: int, noise_scale: float, current: float, target: float, lr: float,
-                       why: str, may_grow: bool = True) -> Decision:
-        """Move toward ``target`` within the band, the factor and the bounds; ``may_grow`` False: shrink only."""
+                       why: str, ceiling: float = math.inf) -> Decision:
+        """Move toward ``target`` within the band, the factor and the bounds, growing to at most ``ceiling``
+        observations (the hold before learning; at or below the current batch: shrink only)."""
         ratio = target / current
         h = self.cfg.hysteresis
         if 1.0 / h <= ratio <= h:
@@ -233,8 +253,10 @@ class BatchController:
         if new_envs == n_envs:
             bound = "max_envs" if ratio > 1 else "min_envs"
             return Decision(n_envs, lr, target, f"at {bound}")
-        if new_envs > n_envs and not may_grow:  # not before anything is learned (hold_until_learning)
-            return Decision(n_envs, lr, target, NOTHING_LEARNED)
+        if new_envs > n_envs and new_envs * self.observations_per_env > ceiling:  # the hold before learning
+            new_envs = max(n_envs, math.floor(ceiling / self.observations_per_env / self.vector_size) * self.vector_size)
+            if new_envs * self.observations_per_env < current * h:  # a step smaller than the band: not worth a resize
+                return Decision(n_envs, lr, target, NOTHING_LEARNED)
         lr = self.lr_for(new_envs * self.observations_per_env, noise_scale, lr)
         self.observations_since_resize = 0.0
         direction = "grow" if new_envs > n_envs else "shrink"

@@ -175,8 +175,10 @@ def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None,
     # Before the return rises the noise scale reads high while the gradient is mostly noise: growing then
     # buys machines (on a cluster, modelled or elastic actors) or, for auto, examples that teach nothing
     # (docs/batch-control.md).
-    controller.hold_until_learning = (cfg.control.batch == "auto" or cfg.control.cluster_nodes > 0
-                                      or cfg.pool.envs_per_actor > 0)
+    grows_machines = cfg.control.cluster_nodes > 0 or cfg.pool.envs_per_actor > 0
+    controller.hold_until_learning = cfg.control.batch == "auto" or grows_machines
+    # On one machine a batch below the cost model's a/b costs little more time per update than a smaller one.
+    controller.grow_to_exchange_rate = cfg.control.batch == "auto" and not grows_machines
     clock = ClusterClock(controller.cluster) if controller.cluster is not None else None
     if cfg.control.batch == "replay":
         controller.schedule = schedule or load_schedule(cfg)
