@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from rlscale.config import ControlConfig
+from rlscale.config import ControlConfig, build_config
 from rlscale.control.cluster_clock import cluster_batch
 from rlscale.control.controller import NOTHING_LEARNED, BatchController
 from rlscale.control.cost import (
@@ -18,6 +18,7 @@ from rlscale.control.cost import (
     predicted_speedup,
     time_per_progress,
 )
+from rlscale.training.trainer import learning_hold
 
 
 @pytest.mark.parametrize("sizes", [(80, 320), (80, 160, 320), (40, 640)])
@@ -323,8 +324,12 @@ def test_auto_on_one_machine_grows_to_the_exchange_rate_before_anything_is_learn
     assert c.step(16, 2700.0, 1000, 7e-4, learned=True).n_envs == 32
     # Capped but past the band: 60 -> 120 would pass a/b, and 100 is 1.67x 60.
     assert held(True).step(12, 2700.0, 1000, 7e-4, learned=False).n_envs == 20
-    # Where growing buys machines (the trainer leaves grow_to_exchange_rate off) the start is the ceiling.
+    # Where growing buys machines (the trainer leaves grow_to_exchange_rate off) nothing grows, not even
+    # back to the start after a shrink.
     assert held(False).step(4, 2700.0, 1000, 7e-4, learned=False).reason == NOTHING_LEARNED
+    cluster = held(False)
+    assert cluster.step(64, 20000.0, 1000, 7e-4, learned=False).reason == NOTHING_LEARNED
+    assert cluster.step(32, 20000.0, 1000, 7e-4, learned=False).reason == NOTHING_LEARNED
     # A start above a/b is the ceiling on one machine too: back up to it after a shrink, not past it.
     big = held(True)
     assert big.step(64, 20000.0, 1000, 7e-4, learned=False).reason == NOTHING_LEARNED  # 320 -> 640 waits (B* 1,487)
@@ -332,16 +337,32 @@ def test_auto_on_one_machine_grows_to_the_exchange_rate_before_anything_is_learn
 
 
 def test_auto_on_one_machine_times_a_larger_batch_on_a_flat_line_before_learning():
-    """A cost line with no slope says a larger batch costs no more time: on one machine its probe may time one
-    before anything is learned; where growing buys machines it waits."""
-    flat = [(40, 0.05), (80, 0.05)]
-    for grows, n_envs in ((True, 32), (False, 16)):
+    """A cost line with no slope says a larger batch costs no more time: on one machine its probe may time one,
+    one factor above the start at most, before anything is learned; where growing buys machines it waits."""
+    for grows, n_envs in ((False, 16), (True, 32)):
         c = held(grows, batches=())
-        for batch, seconds in flat:
+        for batch in (40, 80):
             for _ in range(5):
-                c.cost.add(batch, seconds)
+                c.cost.add(batch, 0.05)
         assert c.cost.fit.unresolved == "no slope"
-        assert c.step(16, 2700.0, 1000, 7e-4, learned=False).n_envs == n_envs
+        assert c.step(16, 2700.0, 1000, 7e-4, learned=False).n_envs == n_envs  # start 80 -> 160
+    for _ in range(5):
+        c.cost.add(160, 0.049)  # still no slope at 160: 320 would be two factors above the start
+    assert c.cost.fit.unresolved == "no slope"
+    assert c.step(32, 2700.0, 1000, 7e-4, learned=False).reason == NOTHING_LEARNED
+
+
+def test_the_trainer_lets_only_auto_on_one_machine_grow_before_learning():
+    """What build() gives the controller: the hold for auto and wherever growing buys machines; growth to a/b
+    only for auto on one machine."""
+    def hold(**overrides):
+        return learning_hold(build_config("cartpole", None, overrides))
+    assert hold(batch="auto") == (True, True)
+    assert hold(batch="auto", cluster_nodes=4) == (True, False)
+    assert hold(batch="auto", envs_per_actor=4) == (True, False)
+    assert hold(batch="critical", cluster_nodes=4) == (True, False)
+    assert hold(batch="critical") == (False, False)
+    assert hold(batch="fixed") == (False, False)
 
 
 def test_auto_on_a_cluster_aims_at_the_cluster_batch_not_b_star():

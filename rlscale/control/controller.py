@@ -24,7 +24,7 @@ number of minibatches for PPO.
             teach nothing. On one machine it may then still grow to the cost model's exchange rate
             r = a/b where its start lies below: there an update's time is mostly its fixed overhead (on MinAtar
             Asterix T(B) = 3.8 ms + 0.051 ms x B puts an example at 10 observations at 4.4x the time of one
-            at 80; docs/batch-control.md).
+            at 80: research/data/auto-study-2026-12-06-xeon-amx/minatar-asterix-aa7a509/oracle.txt).
 * replay:   the environments and learning rate a recorded run took at each agent step
             (``rlscale.control.schedule``), open-loop: the studies' control for feedback.
 
@@ -100,8 +100,8 @@ class BatchController:
     reference: tuple[float, float] | None = None
     schedule: Schedule | None = None  # batch replay: the recorded run's path
     agent_steps: float = 0.0  # trained so far: where the replayed schedule stands
-    # auto does not grow past its start before the run has learned anything (rlscale.goals.learning_began):
-    # growing then buys examples, or a cluster's machines, that teach nothing. Set by the trainer.
+    # auto does not grow before the run has learned anything (rlscale.goals.learning_began): growing then
+    # buys examples, or a cluster's machines, that teach nothing. Set by the trainer.
     hold_until_learning: bool = False
     # With the hold, on one machine: it may grow up to the larger of its start and the cost model's exchange
     # rate a/b, below which a larger batch costs little time per update. Set by the trainer.
@@ -131,9 +131,7 @@ class BatchController:
         if self.cfg.batch == "auto" and fit is None:
             return self._probe(n_envs, noise_scale, current, lr, may_grow)
         if self.cfg.batch == "auto" and fit.unresolved:
-            # A line with no slope says a larger batch costs no more time: on one machine its probe may time one.
-            timing_is_free = fit.unresolved == "no slope" and self.grow_to_exchange_rate
-            return self._probe_unresolved(n_envs, noise_scale, current, lr, fit.unresolved, may_grow or timing_is_free)
+            return self._probe_unresolved(n_envs, noise_scale, current, lr, fit.unresolved, may_grow)
         ceiling = math.inf if may_grow else self.growth_ceiling(fit)
         critical = self.critical_batch(noise_scale)
         gain = 0.0
@@ -159,12 +157,16 @@ class BatchController:
         return self._resize_toward(n_envs, noise_scale, current, target, lr, why, ceiling)
 
     def growth_ceiling(self, fit: Fit | None) -> float:
-        """The largest optimizer batch the hold lets a run grow to before it has learned anything: its start,
-        or on one machine (``grow_to_exchange_rate``) the larger of that and a resolved cost model's a/b."""
+        """The largest optimizer batch the hold lets a run grow to before it has learned anything. Where growing
+        buys machines, none: it only shrinks. On one machine (``grow_to_exchange_rate``) the larger of its start
+        and a resolved cost model's a/b; on a line with no slope (a larger batch costs no more time), one factor
+        above its start, so that noise read as a flat line cannot double it to max_envs."""
+        if not self.grow_to_exchange_rate or fit is None:
+            return 0.0
         start = self.reference[0] if self.reference is not None else 0.0
-        if self.grow_to_exchange_rate and fit is not None and not fit.unresolved:
-            return max(start, fit.exchange_rate)
-        return start
+        if fit.unresolved == "no slope":
+            return start * self.cfg.max_resize_factor
+        return 0.0 if fit.unresolved else max(start, fit.exchange_rate)
 
     def critical_batch(self, noise_scale: float) -> float:
         """The signal's estimate of B_crit: what the targets, B* and its predicted speed-up read."""
@@ -220,7 +222,7 @@ class BatchController:
             return Decision(n_envs, lr, None, f"cost model: {cause}; timing this one")
         return self._resize_toward(n_envs, noise_scale, current, current * factor, lr,
                                    f"probe: {cause}; timing a {size} one",
-                                   math.inf if may_grow else self.growth_ceiling(None))
+                                   math.inf if may_grow else self.growth_ceiling(self.cost.fit))
 
     def _replay(self, n_envs: int, lr: float) -> Decision:
         if self.schedule is None:

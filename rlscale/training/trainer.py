@@ -166,19 +166,24 @@ def make_engine(cfg: Config, run_dir: Path, n_envs: int, state: dict[str, Any] |
     return NativeEngine(cfg, n_envs, state, start_from=branch.learner if branch else None)
 
 
+def learning_hold(cfg: Config) -> tuple[bool, bool]:
+    """(hold_until_learning, grow_to_exchange_rate) for the run's controller.
+
+    Before the return rises the noise scale reads high while the gradient is mostly noise: growing then buys
+    machines (on a cluster, modelled or elastic actors) or, for auto, examples that teach nothing. On one
+    machine auto may still grow to the cost model's a/b, below which a larger batch costs little more time
+    per update (docs/batch-control.md)."""
+    grows_machines = cfg.control.cluster_nodes > 0 or cfg.pool.envs_per_actor > 0
+    return cfg.control.batch == "auto" or grows_machines, cfg.control.batch == "auto" and not grows_machines
+
+
 def build(cfg: Config, run_dir: Path, saved: dict[str, Any] | None = None,
           schedule: Schedule | None = None, branch: BranchPoint | None = None) -> Run:
     """Wire the engine, controller, goal window and logger of a run (from a checkpoint's state, or a
     branch's start from another run's); a replay reads its schedule here unless given it."""
     state = TrainState(n_envs=cfg.env.n_envs, base_lr=cfg.agent.lr)
     controller = BatchController(cfg.control, cfg.observations_per_env, cfg.pool_unit)
-    # Before the return rises the noise scale reads high while the gradient is mostly noise: growing then
-    # buys machines (on a cluster, modelled or elastic actors) or, for auto, examples that teach nothing
-    # (docs/batch-control.md).
-    grows_machines = cfg.control.cluster_nodes > 0 or cfg.pool.envs_per_actor > 0
-    controller.hold_until_learning = cfg.control.batch == "auto" or grows_machines
-    # On one machine a batch below the cost model's a/b costs little more time per update than a smaller one.
-    controller.grow_to_exchange_rate = cfg.control.batch == "auto" and not grows_machines
+    controller.hold_until_learning, controller.grow_to_exchange_rate = learning_hold(cfg)
     clock = ClusterClock(controller.cluster) if controller.cluster is not None else None
     if cfg.control.batch == "replay":
         controller.schedule = schedule or load_schedule(cfg)
