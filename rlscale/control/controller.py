@@ -127,12 +127,12 @@ class BatchController:
             return Decision(n_envs, lr, None, "no noise-scale estimate")
         current = n_envs * self.observations_per_env
         fit = self.cost.fit
-        may_grow = learned or not self.hold_until_learning
+        # The largest batch it may grow to now: any, once learning shows (or without the hold).
+        ceiling = math.inf if learned or not self.hold_until_learning else self.growth_ceiling(fit)
         if self.cfg.batch == "auto" and fit is None:
-            return self._probe(n_envs, noise_scale, current, lr, may_grow)
+            return self._probe(n_envs, noise_scale, current, lr, ceiling)
         if self.cfg.batch == "auto" and fit.unresolved:
-            return self._probe_unresolved(n_envs, noise_scale, current, lr, fit.unresolved, may_grow)
-        ceiling = math.inf if may_grow else self.growth_ceiling(fit)
+            return self._probe_unresolved(n_envs, noise_scale, current, lr, fit.unresolved, ceiling)
         critical = self.critical_batch(noise_scale)
         gain = 0.0
         if self.cfg.batch == "auto" and self.cluster is not None:
@@ -182,18 +182,19 @@ class BatchController:
         return [envs * self.observations_per_env
                 for envs in range(-(-self.cfg.min_envs // unit) * unit, self.cfg.max_envs + 1, unit)]
 
-    def _probe(self, n_envs: int, noise_scale: float, current: float, lr: float, may_grow: bool = True) -> Decision:
+    def _probe(self, n_envs: int, noise_scale: float, current: float, lr: float,
+               ceiling: float = math.inf) -> Decision:
         """No cost model yet: once the current batch is timed, move by the largest factor to time another
-        (down, where growing must wait for learning)."""
+        (down, where the hold's ``ceiling`` leaves no room to grow until learning)."""
         if not self._timed_and_cooled(current):
             return Decision(n_envs, lr, None, "timing this batch for the cost model")
+        may_grow = ceiling > current
         grow = may_grow and n_envs * self.cfg.max_resize_factor <= self.cfg.max_envs
         if not may_grow and n_envs <= self.cfg.min_envs:  # nothing smaller to time, and no growing yet
             return Decision(n_envs, lr, None, NOTHING_LEARNED)
         target = current * (self.cfg.max_resize_factor if grow else 1.0 / self.cfg.max_resize_factor)
         decision = self._resize_toward(n_envs, noise_scale, current, target, lr,
-                                       "probe: timing a second batch size for the cost model",
-                                       math.inf if grow else 0.0)
+                                       "probe: timing a second batch size for the cost model", ceiling)
         self.probed = decision.n_envs != n_envs and not self.cfg.probe_cooldown
         return decision
 
@@ -203,7 +204,7 @@ class BatchController:
         return timed and self.observations_since_resize >= self.cfg.cooldown
 
     def _probe_unresolved(self, n_envs: int, noise_scale: float, current: float, lr: float, unresolved: str,
-                          may_grow: bool = True) -> Decision:
+                          ceiling: float = math.inf) -> Decision:
         """The line through the timings says nothing about the machine: after the cool-down, time one
         more size, one factor away; the new size enters the fit.
 
@@ -221,8 +222,7 @@ class BatchController:
         if not self._timed_and_cooled(current):
             return Decision(n_envs, lr, None, f"cost model: {cause}; timing this one")
         return self._resize_toward(n_envs, noise_scale, current, current * factor, lr,
-                                   f"probe: {cause}; timing a {size} one",
-                                   math.inf if may_grow else self.growth_ceiling(self.cost.fit))
+                                   f"probe: {cause}; timing a {size} one", ceiling)
 
     def _replay(self, n_envs: int, lr: float) -> Decision:
         if self.schedule is None:
