@@ -26,7 +26,8 @@ from benchtiming import busy_process
 
 def train_seconds(preset: str, threads: int, frames: int, run_dir: Path) -> tuple[float, str]:
     out = subprocess.run([sys.executable, "-m", "rlscale.train", preset, "--pool", "serial", "--total-frames", str(frames),
-                          "--learner-threads", str(threads), "--log-interval", "600", "--run-dir", str(run_dir)],
+                          "--learner-threads", str(threads), "--log-interval", "600", "--run-dir", str(run_dir),
+                          "--batch", "fixed"],  # the preset's batch throughout: auto would resize by its timings
                          capture_output=True, text=True, check=True)
     header = next(line for line in out.stdout.splitlines() if " | " in line)
     learner = next(part for part in header.split(" | ") if part.startswith("learner on"))

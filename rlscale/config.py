@@ -638,14 +638,17 @@ def _reference_shape(cfg: Config) -> tuple[Any, ...]:
 
 
 def _for_algo(preset: dict[str, Any], algo: str) -> dict[str, Any]:
-    """An env preset's [agent.<algo>] table applies to that algorithm only."""
-    if "agent" not in preset:
-        return preset
-    agent = dict(preset["agent"])
+    """An env preset's [<section>.<algo>] tables ([agent.a2c], [control.a2c]) apply to that algorithm only:
+    a game's batch control, like its rate, is measured for one algorithm at a time."""
     algos = AgentConfig.__dataclass_fields__["algo"].metadata["choices"]
-    specific = {name: agent.pop(name) for name in list(agent) if name in algos}
-    agent.update(specific.get(algo, {}))
-    return {**preset, "agent": agent}
+    out: dict[str, Any] = {}
+    for section, values in preset.items():
+        if isinstance(values, dict):
+            values = dict(values)
+            specific = {name: values.pop(name) for name in list(values) if name in algos}
+            values.update(specific.get(algo, {}))
+        out[section] = values
+    return out
 
 
 def _sectioned(flat: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -28,6 +28,17 @@ def test_precedence_defaults_agent_env_flags():
     assert a2c.agent.algo == "a2c" and a2c.agent.n_steps == 5  # --agent picks the other algorithm's preset
 
 
+def test_an_env_presets_table_for_one_algorithm_applies_to_that_algorithm_alone(tmp_path):
+    preset = tmp_path / "mygame.toml"
+    preset.write_text('[env]\nenv_id = "CartPole-v1"\n[control]\nmax_envs = 32\n'
+                      '[control.a2c]\nbatch = "auto"\n[agent.ppo]\nlr = 1e-3\n')
+    a2c, ppo = build_config(str(preset), "a2c", {}), build_config(str(preset), "ppo", {})
+    assert a2c.control.batch == "auto" and ppo.control.batch == "fixed"
+    assert a2c.control.max_envs == ppo.control.max_envs == 32  # the section's own keys: every algorithm
+    assert ppo.agent.lr == 1e-3 and a2c.agent.lr != 1e-3
+    assert build_config(str(preset), "a2c", {"batch": "fixed"}).control.batch == "fixed"  # a flag still wins
+
+
 def test_any_registered_id_works_without_preset():
     cfg = build_config("Acrobot-v1", None, {})
     assert cfg.env.env_id == "Acrobot-v1" and not cfg.is_atari and cfg.frames_per_step == 1
@@ -159,13 +170,16 @@ def test_a_preset_dropped_into_the_working_directorys_envs_is_found_by_name(tmp_
 
 
 def test_minatar_presets_resolve_to_the_settings_docs_results_chose():
-    """The presets' values as docs/results.md chose them (fixed 80 at lr 1.12e-2, no crit ratio; the power lr rule).
+    """The presets' values as docs/results.md chose them (80 at lr 1.12e-2, no crit ratio; the power lr rule; Breakout's
+    A2C with auto since 2026-12-06, docs/batch-control.md).
 
     A pin of the packaged data, not a measurement: it fails when a preset changes without its docs."""
     for game in ("minatar-spaceinvaders", "minatar-breakout"):
         cfg = build_config(game, None, {})
-        assert cfg.control.batch == "fixed" and cfg.control.crit_ratio == 1.0 and cfg.agent.lr == 1.12e-2
+        assert cfg.control.batch == ("auto" if game == "minatar-breakout" else "fixed")
+        assert cfg.control.crit_ratio == 1.0 and cfg.agent.lr == 1.12e-2 and cfg.env.n_envs == 16
         auto = build_config(game, None, {"batch": "auto"}).control
         assert auto.scales_lr and (auto.lr_rule, auto.lr_alpha) == ("power", 0.5)
     assert build_config("minatar-breakout", "ppo", {}).agent.lr == build_config("pong", "ppo", {}).agent.lr
+    assert build_config("minatar-breakout", "ppo", {}).control.batch == "fixed"  # PPO: not measured with auto
     assert build_config("cartpole", None, {}).control.crit_ratio == 1.0

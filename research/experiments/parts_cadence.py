@@ -30,7 +30,8 @@ SETTLED = 40_000  # agent steps: two EMA horizons (20,000 observations each) aft
 def run(trained: Path, every: int, seed: int, out: Path) -> int:
     weights = load_agent(trained).model.state_dict()
     cfg = build_config("minatar-breakout", None, {
-        "pool": "serial", "learner_threads": 1, "lr": 1e-9, "total_frames": 150_000, "noise_parts_every": every,
+        "batch": "fixed", "pool": "serial", "learner_threads": 1, "lr": 1e-9, "total_frames": 150_000,
+        "noise_parts_every": every,
         "seed": seed, "run_dir": str(out), "learner_precision": "fp32", "actor_precision": "fp32",
         "log_interval": 60.0})
     build = trainer.build
