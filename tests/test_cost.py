@@ -352,6 +352,20 @@ def test_auto_on_one_machine_times_a_larger_batch_on_a_flat_line_before_learning
     assert c.step(32, 2700.0, 1000, 7e-4, learned=False).reason == NOTHING_LEARNED
 
 
+def test_auto_on_one_machine_times_one_size_up_from_min_envs_before_learning():
+    """At --min-envs nothing smaller can be timed: on one machine the probe times one factor up, so that a/b is
+    known before learning; where growing buys machines it holds, as before."""
+    for grows, n_envs in ((True, 8), (False, 4)):
+        c = auto()
+        c.hold_until_learning, c.grow_to_exchange_rate = True, grows
+        for _ in range(5):
+            c.step(4, 2700.0, 100, 7e-4, learned=False)  # timing this batch; the cool-down passes
+            c.cost.add(20, 0.06)
+        d = c.step(4, 2700.0, 100, 7e-4, learned=False)
+        assert d.n_envs == n_envs, d.reason
+        assert ("probe" in d.reason) if grows else d.reason == NOTHING_LEARNED
+
+
 def test_the_trainer_lets_only_auto_on_one_machine_grow_before_learning():
     """What build() gives the controller: the hold for auto and wherever growing buys machines; growth to a/b
     only for auto on one machine."""

@@ -11,7 +11,8 @@ number of minibatches for PPO.
 * auto:     target batch = B* = sqrt((a/b) * B_crit), the wall-time optimum of the
             measured cost model T(B) = a + b*B (``rlscale.control.cost``, docs/batch-control.md). Until
             the model is identified (two batch sizes timed), one probe resize by
-            max_resize_factor (down before anything is learned) gives it a second size; while its fitted overhead
+            max_resize_factor (down before anything is learned; up from --min-envs on one machine) gives it a second
+            size; while its fitted overhead
             is 0 (B* = 0) it times one batch a factor smaller, and while its slope is not positive
             (B* unbounded) one a factor larger. It resizes only when the
             model predicts B* at least ``min_gain`` faster per unit of progress than the
@@ -185,13 +186,18 @@ class BatchController:
     def _probe(self, n_envs: int, noise_scale: float, current: float, lr: float,
                ceiling: float = math.inf) -> Decision:
         """No cost model yet: once the current batch is timed, move by the largest factor to time another
-        (down, where the hold's ``ceiling`` leaves no room to grow until learning)."""
+        (down, where the hold's ``ceiling`` leaves no room to grow until learning; up from ``min_envs`` on one
+        machine, where nothing smaller can be timed)."""
         if not self._timed_and_cooled(current):
             return Decision(n_envs, lr, None, "timing this batch for the cost model")
-        may_grow = ceiling > current
-        grow = may_grow and n_envs * self.cfg.max_resize_factor <= self.cfg.max_envs
-        if not may_grow and n_envs <= self.cfg.min_envs:  # nothing smaller to time, and no growing yet
-            return Decision(n_envs, lr, None, NOTHING_LEARNED)
+        if ceiling <= current and n_envs <= self.cfg.min_envs:  # nothing smaller to time
+            if not self.grow_to_exchange_rate:  # and no growing before learning
+                return Decision(n_envs, lr, None, NOTHING_LEARNED)
+            # On one machine time one size up instead, so that the hold's ceiling, a/b, is known before learning:
+            # from CartPole's --min-envs (10 observations) the hold kept 4-ms updates of 10 observations for 5-50k
+            # agent steps where a/b read about 465 (docs/batch-control.md).
+            ceiling = current * self.cfg.max_resize_factor
+        grow = ceiling > current and n_envs * self.cfg.max_resize_factor <= self.cfg.max_envs
         target = current * (self.cfg.max_resize_factor if grow else 1.0 / self.cfg.max_resize_factor)
         decision = self._resize_toward(n_envs, noise_scale, current, target, lr,
                                        "probe: timing a second batch size for the cost model", ceiling)
