@@ -146,6 +146,18 @@ def test_auto_probes_a_second_size_then_targets_b_star():
     assert d.n_envs == 64 and "B* = sqrt(r 111 x B_simple[total] 2,700) = 547" in d.reason
 
 
+def test_auto_probes_as_soon_as_its_start_is_timed_without_waiting_the_cooldown():
+    """The probe's batch is chosen to time the cost model, not read from the noise scale: it moves after
+    min_samples timings, however few observations the run has trained since it started."""
+    c = auto(cooldown=10_000)
+    for _ in range(4):
+        c.cost.add(80, 0.052 + 0.00047 * 80)
+    assert c.step(16, 500.0, 80, 7e-4).n_envs == 16  # four timings: still timing
+    c.cost.add(80, 0.052 + 0.00047 * 80)
+    d = c.step(16, 500.0, 80, 7e-4)  # 160 observations trained, far below the 10,000 cool-down
+    assert d.n_envs == 32 and "probe" in d.reason
+
+
 def test_auto_targets_b_star_of_the_signal_divided_by_crit_ratio():
     c = auto(crit_ratio=4.0)
     for batch in (80, 160):

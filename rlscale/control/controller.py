@@ -11,8 +11,8 @@ number of minibatches for PPO.
 * auto:     target batch = B* = sqrt((a/b) * B_crit), the wall-time optimum of the
             measured cost model T(B) = a + b*B (``rlscale.control.cost``, docs/batch-control.md). Until
             the model is identified (two batch sizes timed), one probe resize by
-            max_resize_factor (down before anything is learned; up from --min-envs on one machine) gives it a second
-            size; while its fitted overhead
+            max_resize_factor (down before anything is learned; up from --min-envs on one machine), as soon as the
+            start has its timings, gives it a second size; while its fitted overhead
             is 0 (B* = 0) it times one batch a factor smaller, and while its slope is not positive
             (B* unbounded) one a factor larger. It resizes only when the
             model predicts B* at least ``min_gain`` faster per unit of progress than the
@@ -187,8 +187,10 @@ class BatchController:
                ceiling: float = math.inf) -> Decision:
         """No cost model yet: once the current batch is timed, move by the largest factor to time another
         (down, where the hold's ``ceiling`` leaves no room to grow until learning; up from ``min_envs`` on one
-        machine, where nothing smaller can be timed)."""
-        if not self._timed_and_cooled(current):
+        machine, where nothing smaller can be timed). It waits for the timings alone, not the cool-down: a
+        probe's batch is chosen to time the cost model, not read from the noise scale, and on CartPole the
+        5,000-observation cool-down was 500 updates of 10 observations, about a fixed run's whole time."""
+        if len(self.cost.timings.get(current, ())) < self.cost.min_samples:
             return Decision(n_envs, lr, None, "timing this batch for the cost model")
         if ceiling <= current and n_envs <= self.cfg.min_envs:  # nothing smaller to time
             if not self.grow_to_exchange_rate:  # and no growing before learning
@@ -205,7 +207,8 @@ class BatchController:
         return decision
 
     def _timed_and_cooled(self, current: float) -> bool:
-        """A probe may move on: the current batch has its timings and the cool-down has passed."""
+        """A probe of an unresolved line may move on: the current batch has its timings and the cool-down has
+        passed (its line came from a run that has moved before, so its noise estimate settles too)."""
         timed = len(self.cost.timings.get(current, ())) >= self.cost.min_samples
         return timed and self.observations_since_resize >= self.cfg.cooldown
 
