@@ -1,0 +1,119 @@
+"""The per-run tables of the auto studies' data folders, read from run directories.
+
+    python research/experiments/run_tables.py runs SWEEP_DIR...            # runs.txt lines
+    python research/experiments/run_tables.py paths RUN_DIR...             # envs-paths.txt lines
+    python research/experiments/run_tables.py grid SWEEP_DIR GOAL          # grid.txt: batch x rate
+    python research/experiments/run_tables.py reversals GOAL RUN_DIR...    # resizes.txt lines
+
+``runs``: one line per run under each sweep folder: its agent steps, final envs, training seconds and the
+goals it met (agent steps, training seconds), from summary.json. ``paths``: each run's environment count
+where it changed, with the agent steps (k) and the learning rate there, from TensorBoard's batch/n_envs
+and train/lr. ``grid``: the median agent steps and seconds to GOAL per (batch, rate) cell of a rate grid,
+and how many seeds reached it. ``reversals``: each ``auto`` run's resizes and changes of direction up to
+GOAL (research/experiments/auto_overhead.py counts them over whole runs instead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from rlscale.rundir.events import read_scalars
+
+
+def summary(run: Path) -> dict | None:
+    f = run / "summary.json"
+    return json.loads(f.read_text()) if f.exists() else None
+
+
+def goals_met(s: dict) -> dict[str, tuple[int, float]]:
+    return {k: (v["agent_steps"], v["wall_seconds"]) for k, v in s.get("goals", {}).items()}
+
+
+def runs(sweeps: list[Path]) -> None:
+    for sweep in sweeps:
+        for run in sorted(p for p in sweep.iterdir() if p.is_dir()):
+            s = summary(run)
+            if s is None:
+                continue
+            print(f"{sweep.name}/{run.name} {s['agent_steps']} {s['n_envs']} {s['wall_seconds']:.2f} {goals_met(s)}"
+                  + ("" if s.get("finished", True) else " (not finished)"))
+
+
+def paths(run_dirs: list[Path]) -> None:
+    for run in run_dirs:
+        scalars = read_scalars(run)
+        steps, envs = scalars["batch/n_envs"]
+        lr = dict(zip(*scalars["train/lr"], strict=True)) if "train/lr" in scalars else {}
+        changes, last = [], None
+        for step, n in zip(steps, envs, strict=True):
+            if n != last:
+                changes.append(f"{step / 1000:.0f}k:{n:.0f}@{lr.get(step, float('nan')):.1e}")
+                last = n
+        print(run.name, " ".join(changes))
+
+
+def grid(sweep: Path, goal: str) -> None:
+    cell = re.compile(r"b(\d+)-lr([0-9.e-]+)-s\d+$")
+    found = [m for p in sweep.iterdir() if p.is_dir() and (m := cell.match(p.name))]
+    batches = sorted({int(m[1]) for m in found})
+    rates = sorted({m[2] for m in found}, key=float)
+    seeds = len(found) // max(1, len(batches) * len(rates))
+    print(f"median agent steps (k) / training seconds to {goal} over seeds, reached of {seeds}; rows: batch, "
+          "columns: rate")
+    print("batch " + " ".join(f"{rate:>22s}" for rate in rates))
+    for batch in batches:
+        row = []
+        for rate in rates:
+            steps, seconds = [], []
+            for f in sorted(sweep.glob(f"b{batch}-lr{rate}-s*/summary.json")):
+                g = json.loads(f.read_text())["goals"].get(goal)
+                steps.append(g["agent_steps"] if g else np.inf)
+                seconds.append(g["wall_seconds"] if g else np.inf)
+            row.append(f"{np.median(steps) / 1e3:7.0f}k {np.median(seconds):5.1f}s "
+                       f"{int(np.sum(np.isfinite(steps)))}/{len(steps)}")
+        print(f"{batch:5d} " + " ".join(f"{c:>22s}" for c in row))
+
+
+def reversals(goal: str, run_dirs: list[Path]) -> None:
+    for run in run_dirs:
+        s = summary(run) or {}
+        steps, envs = read_scalars(run)["batch/n_envs"]
+        g = s.get("goals", {}).get(goal)
+        keep = steps <= (g["agent_steps"] if g else steps[-1])
+        moves = np.sign(np.diff(envs[keep]))
+        moves = moves[moves != 0]
+        turns = int(np.sum(moves[1:] != moves[:-1]))
+        reached = f"{g['agent_steps'] / 1e6:.2f}M steps {g['wall_seconds']:.0f} s" if g else "missed"
+        print(f"{run.name:28s} resizes {len(moves):3d} reversals {turns:3d}  to {goal}: {reached}"
+              f"  envs median {np.median(envs[keep]):.0f}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="table", required=True)
+    sub.add_parser("runs").add_argument("sweeps", type=Path, nargs="+")
+    sub.add_parser("paths").add_argument("runs", type=Path, nargs="+")
+    g = sub.add_parser("grid")
+    g.add_argument("sweep", type=Path)
+    g.add_argument("goal")
+    r = sub.add_parser("reversals")
+    r.add_argument("goal")
+    r.add_argument("runs", type=Path, nargs="+")
+    args = p.parse_args()
+    if args.table == "runs":
+        runs(args.sweeps)
+    elif args.table == "paths":
+        paths(args.runs)
+    elif args.table == "grid":
+        grid(args.sweep, args.goal)
+    else:
+        reversals(args.goal, args.runs)
+
+
+if __name__ == "__main__":
+    main()
