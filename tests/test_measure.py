@@ -18,10 +18,12 @@ RACES = ["--goal", "60", "--batches", "0.5", "1", "2", "--races", "1", "--cap-up
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A short CartPole A2C run (8 envs x 5 steps) past a mean return of 30, with its checkpoints."""
+    """A short CartPole A2C run (8 envs x 5 steps) past a mean return of 30, with its checkpoints; at 7e-4 with
+    the square-root rule (the preset keeps its rate on resizes), so that the races' rates differ."""
     run_dir = tmp_path_factory.mktemp("measure") / "run"
     result = run_in_process(["rlscale.train", "cartpole", "--pool", "serial", "--goals", "30", "--stop-return", "30",
-                             "--n-envs", "8", "--log-interval", "600", "--run-dir", str(run_dir)])
+                             "--n-envs", "8", "--lr", "7e-4", "--set", "lr_alpha=0.5", "--log-interval", "600",
+                             "--run-dir", str(run_dir)])
     assert result.returncode == 0, result.stderr
     return run_dir
 

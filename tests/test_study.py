@@ -19,7 +19,8 @@ from rlscale.reports.study import cells, fixed_runs_cost, median_interval, run_c
 def record(name: str, batch: str, n_envs: int, reach_at: float | None, seconds_per_step: float,
            update_seconds: float = 0.01, b_simple: float = 400.0) -> RunRecord:
     """A CartPole run whose 20-episode mean jumps from 0 to 500 at agent step ``reach_at``."""
-    cfg = build_config("cartpole", None, {"n_envs": n_envs, "batch": batch, "min_envs": 4})
+    # The rate and its rule pinned (not the preset's): the variants' names below spell them out.
+    cfg = build_config("cartpole", None, {"n_envs": n_envs, "batch": batch, "min_envs": 4, "lr": 7e-4, "lr_alpha": 0.5})
     steps = np.arange(1, 201) * 100.0
     returns = np.where(steps >= (reach_at or math.inf), 500.0, 0.0)
     scalars = {

@@ -463,8 +463,9 @@ def test_replay_follows_a_recorded_auto_run_open_loop(tmp_path, capsys):
     """--batch replay on another seed takes, after every update, the environments and learning rate the
     recorded run had taken at that agent step (docs/studies.md rule 4)."""
     recorded, replay = tmp_path / "auto", tmp_path / "replay"
+    # lr_alpha 0.5: the preset keeps A2C's rate on resizes, and a replayed rate should move
     common = ["cartpole", "--pool", "serial", "--learner-threads", "1", "--n-envs", "8", "--min-envs", "4",
-              "--max-envs", "64", "--total-frames", "12000", "--lr-rule", "power"]
+              "--max-envs", "64", "--total-frames", "12000", "--lr-rule", "power", "--set", "lr_alpha=0.5"]
     assert main([*common, "--batch", "auto", "--set", "cooldown=1000", "--run-dir", str(recorded)]) == 0
     capsys.readouterr()
     assert main([*common, "--set", "batch=replay", "--set", f"replay_from={recorded}", "--seed", "1",
