@@ -158,8 +158,8 @@ class ControlConfig:
     cooldown: float = opt(50_000, "observations to train after a resize before the next one")
     # Off: the probe's batch was picked to time the cost model, not by the estimate;
     # moving on at once measured as fast or faster on all three study tasks (docs/results.md).
-    probe_cooldown: bool = opt(False, "auto: wait the cool-down after the probe resize too (default: move "
-                               "toward B* as soon as the probe's batch is timed)")
+    probe_cooldown: bool = opt(False, "auto: wait the cool-down before and after the probe resize too (default: "
+                               "probe once the start is timed, move toward B* once the probe's batch is)")
     lr_rule: str = opt("auto", "learning rate on resize, set from the run's first batch B0 and rate lr0: none; "
                        "noise, lr0 ((1+Bn/B0)/(1+Bn/B))^alpha (eq. 2.6); power, lr0 (B/B0)^alpha (the square-root "
                        "rule of adaptive optimizers at alpha 0.5); auto: power with --batch auto, none otherwise "

@@ -156,6 +156,10 @@ def test_auto_probes_as_soon_as_its_start_is_timed_without_waiting_the_cooldown(
     c.cost.add(80, 0.052 + 0.00047 * 80)
     d = c.step(16, 500.0, 80, 7e-4)  # 160 observations trained, far below the 10,000 cool-down
     assert d.n_envs == 32 and "probe" in d.reason
+    before = auto(cooldown=10_000, probe_cooldown=True)  # runs saved before the change: the probe waits it
+    for _ in range(5):
+        before.cost.add(80, 0.052 + 0.00047 * 80)
+    assert before.step(16, 500.0, 80, 7e-4).n_envs == 16
 
 
 def test_auto_targets_b_star_of_the_signal_divided_by_crit_ratio():

@@ -35,7 +35,7 @@ def sweep_dir(tmp_path_factory):
 
 def test_sweep_runs_every_trial_in_its_own_directory(sweep_dir):
     trials = sorted(p.name for p in sweep_dir.iterdir() if (p / "config.toml").is_file())
-    assert trials == ["b10-lr0.0007-s0", "b20-lr0.0007-s0", "b40-lr0.0007-s0"]
+    assert trials == ["b10-lr0.0028-s0", "b20-lr0.0028-s0", "b40-lr0.0028-s0"]  # the preset's A2C rate
     for name, n_envs in zip(trials, (2, 4, 8), strict=True):
         summary = json.loads((sweep_dir / name / "summary.json").read_text())
         assert summary["finished"] and summary["n_envs"] == n_envs
@@ -78,7 +78,7 @@ def test_pareto_writes_table_csv_and_plots(sweep_dir, tmp_path):
 
 def test_trial_state_tells_resumable_from_finished(sweep_dir, tmp_path):
     copy = tmp_path / "trial"
-    shutil.copytree(sweep_dir / "b40-lr0.0007-s0", copy)
+    shutil.copytree(sweep_dir / "b40-lr0.0028-s0", copy)
     summary = json.loads((copy / "summary.json").read_text())
     (copy / "summary.json").write_text(json.dumps({**summary, "finished": False}))
     assert trial_state(copy) == "resumable"

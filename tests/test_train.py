@@ -78,7 +78,7 @@ def test_a2c_learns_cartpole_on_ray_actors(tmp_path):
     """Mean return >= 400 over the last 20 episodes within 500k agent steps, 2 Ray actors.
 
     At CartPole's fastest measured settings (a batch of 80 at lr 2e-3, docs/notebook/results.md):
-    16-61k agent steps over seeds 0-3; the preset's rl-zoo lr 7e-4 takes ~10x longer."""
+    16-61k agent steps over seeds 0-3; rl-zoo's lr 7e-4, the preset's until 2026-12-06, took ~10x longer."""
     run_dir = tmp_path / "cartpole"
     code = main(["cartpole", "--n-actors", "2", "--stop-return", "400", "--log-interval", "30",
                  "--lr", "2e-3", "--n-envs", "16", "--run-dir", str(run_dir)])

@@ -1,7 +1,7 @@
 """The per-run tables of the auto studies' data folders, read from run directories.
 
     python research/experiments/run_tables.py runs SWEEP_DIR...            # runs.txt lines
-    python research/experiments/run_tables.py paths RUN_DIR...             # envs-paths.txt lines
+    python research/experiments/run_tables.py paths [--with-folder] RUN_DIR...  # envs-paths.txt lines
     python research/experiments/run_tables.py grid SWEEP_DIR GOAL          # grid.txt: batch x rate
     python research/experiments/run_tables.py reversals GOAL RUN_DIR...    # resizes.txt lines
 
@@ -44,7 +44,7 @@ def runs(sweeps: list[Path]) -> None:
                   + ("" if s.get("finished", True) else " (not finished)"))
 
 
-def paths(run_dirs: list[Path]) -> None:
+def paths(run_dirs: list[Path], with_folder: bool = False) -> None:
     for run in run_dirs:
         scalars = read_scalars(run)
         steps, envs = scalars["batch/n_envs"]
@@ -54,7 +54,7 @@ def paths(run_dirs: list[Path]) -> None:
             if n != last:
                 changes.append(f"{step / 1000:.0f}k:{n:.0f}@{lr.get(step, float('nan')):.1e}")
                 last = n
-        print(run.name, " ".join(changes))
+        print(f"{run.parent.name}/{run.name}" if with_folder else run.name, " ".join(changes))
 
 
 def grid(sweep: Path, goal: str) -> None:
@@ -97,7 +97,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="table", required=True)
     sub.add_parser("runs").add_argument("sweeps", type=Path, nargs="+")
-    sub.add_parser("paths").add_argument("runs", type=Path, nargs="+")
+    paths_parser = sub.add_parser("paths")
+    paths_parser.add_argument("runs", type=Path, nargs="+")
+    paths_parser.add_argument("--with-folder", action="store_true", help="name each run with its sweep folder")
     g = sub.add_parser("grid")
     g.add_argument("sweep", type=Path)
     g.add_argument("goal")
@@ -108,7 +110,7 @@ def main() -> None:
     if args.table == "runs":
         runs(args.sweeps)
     elif args.table == "paths":
-        paths(args.runs)
+        paths(args.runs, args.with_folder)
     elif args.table == "grid":
         grid(args.sweep, args.goal)
     else:

@@ -39,7 +39,8 @@ A resize happens only when the target leaves a hysteresis band around the
 current batch, changes the batch by at most a bounded factor (a larger one to
 shrink: a smaller batch costs no examples), waits for a
 cool-down (observations trained since the last resize, so the estimate
-reflects the current batch) and respects [min_envs, max_envs]. A missing or
+reflects the current batch; not auto's probe nor its first move after it, which
+follow timings, not the estimate) and respects [min_envs, max_envs]. A missing or
 non-finite estimate means hold.
 """
 
@@ -189,8 +190,9 @@ class BatchController:
         (down, where the hold's ``ceiling`` leaves no room to grow until learning; up from ``min_envs`` on one
         machine, where nothing smaller can be timed). It waits for the timings alone, not the cool-down: a
         probe's batch is chosen to time the cost model, not read from the noise scale, and on CartPole the
-        5,000-observation cool-down was 500 updates of 10 observations, about a fixed run's whole time."""
-        if len(self.cost.timings.get(current, ())) < self.cost.min_samples:
+        5,000-observation cool-down was 500 updates of 10 observations, about a fixed run's whole time.
+        ``probe_cooldown`` waits it, as runs saved before 2026-12-06 did."""
+        if not (self._timed_and_cooled(current) if self.cfg.probe_cooldown else self._timed(current)):
             return Decision(n_envs, lr, None, "timing this batch for the cost model")
         if ceiling <= current and n_envs <= self.cfg.min_envs:  # nothing smaller to time
             if not self.grow_to_exchange_rate:  # and no growing before learning
@@ -206,11 +208,14 @@ class BatchController:
         self.probed = decision.n_envs != n_envs and not self.cfg.probe_cooldown
         return decision
 
+    def _timed(self, current: float) -> bool:
+        """The current batch has the timings it needs to enter the cost model's fit."""
+        return len(self.cost.timings.get(current, ())) >= self.cost.min_samples
+
     def _timed_and_cooled(self, current: float) -> bool:
         """A probe of an unresolved line may move on: the current batch has its timings and the cool-down has
         passed (its line came from a run that has moved before, so its noise estimate settles too)."""
-        timed = len(self.cost.timings.get(current, ())) >= self.cost.min_samples
-        return timed and self.observations_since_resize >= self.cfg.cooldown
+        return self._timed(current) and self.observations_since_resize >= self.cfg.cooldown
 
     def _probe_unresolved(self, n_envs: int, noise_scale: float, current: float, lr: float, unresolved: str,
                           ceiling: float = math.inf) -> Decision:
