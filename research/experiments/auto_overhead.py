@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from run_tables import resizes_and_reversals  # beside this script: one count of resizes for both
 
 from rlscale.rundir.events import read_scalars
 
@@ -35,12 +36,11 @@ def main() -> None:
             modelled = float(np.sum(between * (args.a + args.b * batch)))
             summary = json.loads((run / "summary.json").read_text())
             changes = int(np.sum(np.diff(batch) != 0))  # each resize, and each join of environments it started
-            moves = np.sign(np.diff(scalars["batch/n_envs"][1]))  # the environments asked for: one move a resize
-            moves = moves[moves != 0]
-            reversals = int(np.sum(moves[1:] != moves[:-1]))  # a grow the next resize undoes, or a shrink
+            # the environments asked for: one move a resize
+            resizes, reversals = resizes_and_reversals(scalars["batch/n_envs"][1])
             print(f"{sweep.name:17s} {run.name:26s} wall {summary['wall_seconds']:7.1f} s  T(B) summed "
                   f"{modelled:7.1f} s  ratio {summary['wall_seconds'] / modelled:4.2f}  batch changes {changes:3d}  "
-                  f"resizes {len(moves):3d} ({reversals:2d} reversing the one before)  "
+                  f"resizes {resizes:3d} ({reversals:2d} reversing the one before)  "
                   f"warm-up steps {summary['warmup_steps'] / summary['agent_steps']:4.0%} of agent steps"
                   + (f"\n{'':44s}{where_the_excess_is(scalars, args.a, args.b)}" if args.where else ""))
 

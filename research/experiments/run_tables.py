@@ -79,17 +79,23 @@ def grid(sweep: Path, goal: str) -> None:
         print(f"{batch:5d} " + " ".join(f"{c:>22s}" for c in row))
 
 
+def resizes_and_reversals(n_envs: np.ndarray) -> tuple[int, int]:
+    """The resizes in a run's logged environment counts, and how many of them went the other way from the one
+    before (a grow the next resize undoes, or a shrink)."""
+    moves = np.sign(np.diff(n_envs))
+    moves = moves[moves != 0]
+    return len(moves), int(np.sum(moves[1:] != moves[:-1]))
+
+
 def reversals(goal: str, run_dirs: list[Path]) -> None:
     for run in run_dirs:
         s = summary(run) or {}
         steps, envs = read_scalars(run)["batch/n_envs"]
         g = s.get("goals", {}).get(goal)
         keep = steps <= (g["agent_steps"] if g else steps[-1])
-        moves = np.sign(np.diff(envs[keep]))
-        moves = moves[moves != 0]
-        turns = int(np.sum(moves[1:] != moves[:-1]))
+        resizes, turns = resizes_and_reversals(envs[keep])
         reached = f"{g['agent_steps'] / 1e6:.2f}M steps {g['wall_seconds']:.0f} s" if g else "missed"
-        print(f"{run.name:28s} resizes {len(moves):3d} reversals {turns:3d}  to {goal}: {reached}"
+        print(f"{run.name:28s} resizes {resizes:3d} reversals {turns:3d}  to {goal}: {reached}"
               f"  envs median {np.median(envs[keep]):.0f}")
 
 
