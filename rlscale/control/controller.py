@@ -152,7 +152,7 @@ class BatchController:
             why = f"target batch {target:,.0f}"
         if self.probed:
             self.probed = False
-        elif self.observations_since_resize < self.cfg.cooldown:
+        elif not self._cooled():
             return Decision(n_envs, lr, target, "cooling down")
         if self.cfg.batch == "auto" and gain < self.cfg.min_gain:
             return Decision(n_envs, lr, target, f"B* {target:,.0f} only {gain:.1%} faster (< min_gain)")
@@ -192,7 +192,7 @@ class BatchController:
         probe's batch is chosen to time the cost model, not read from the noise scale, and on CartPole the
         5,000-observation cool-down was 500 updates of 10 observations, about a fixed run's whole time.
         ``probe_cooldown`` waits it, as runs saved before 2026-12-06 did."""
-        if not (self._timed_and_cooled(current) if self.cfg.probe_cooldown else self._timed(current)):
+        if not self._timed(current) or (self.cfg.probe_cooldown and not self._cooled()):
             return Decision(n_envs, lr, None, "timing this batch for the cost model")
         if ceiling <= current and n_envs <= self.cfg.min_envs:  # nothing smaller to time
             if not self.grow_to_exchange_rate:  # and no growing before learning
@@ -212,10 +212,9 @@ class BatchController:
         """The current batch has the timings it needs to enter the cost model's fit."""
         return len(self.cost.timings.get(current, ())) >= self.cost.min_samples
 
-    def _timed_and_cooled(self, current: float) -> bool:
-        """A probe of an unresolved line may move on: the current batch has its timings and the cool-down has
-        passed (its line came from a run that has moved before, so its noise estimate settles too)."""
-        return self._timed(current) and self.observations_since_resize >= self.cfg.cooldown
+    def _cooled(self) -> bool:
+        """The cool-down since the last resize has passed."""
+        return self.observations_since_resize >= self.cfg.cooldown
 
     def _probe_unresolved(self, n_envs: int, noise_scale: float, current: float, lr: float, unresolved: str,
                           ceiling: float = math.inf) -> Decision:
@@ -233,7 +232,7 @@ class BatchController:
             cause, size, factor = "the time grew faster than the batch", "smaller", 1.0 / self.cfg.max_resize_factor
         else:
             cause, size, factor = "the time did not grow with the batch", "larger", self.cfg.max_resize_factor
-        if not self._timed_and_cooled(current):
+        if not (self._timed(current) and self._cooled()):  # its line came from a run that has moved before
             return Decision(n_envs, lr, None, f"cost model: {cause}; timing this one")
         return self._resize_toward(n_envs, noise_scale, current, current * factor, lr,
                                    f"probe: {cause}; timing a {size} one", ceiling)
