@@ -9,7 +9,7 @@ import pytest
 
 from rlscale.config import ControlConfig, build_config
 from rlscale.control.cluster_clock import cluster_batch
-from rlscale.control.controller import NOTHING_LEARNED, BatchController
+from rlscale.control.controller import NOTHING_LEARNED, BatchController, Decision
 from rlscale.control.cost import (
     CostModel,
     Fit,
@@ -350,6 +350,27 @@ def test_auto_on_one_machine_grows_to_the_exchange_rate_before_anything_is_learn
     big = held(True)
     assert big.step(64, 20000.0, 1000, 7e-4, learned=False).reason == NOTHING_LEARNED  # 320 -> 640 waits (B* 1,487)
     assert big.step(32, 20000.0, 1000, 7e-4, learned=False).n_envs == 64  # 160 -> 320, its start
+
+
+def test_each_decision_names_what_it_did_and_the_progress_note_why_it_holds():
+    """The kinds the run's summary sums agent steps under, and the note the progress line shows: the reason,
+    with the batch aimed at where the reason leaves it out (B* 547 at B_crit 2,700 and r 110.6)."""
+    c = held(True)
+    kinds = [c.step(envs, 2700.0, 1000, 7e-4, learned=False).kind for envs in (4, 8)]
+    capped = c.step(16, 2700.0, 1000, 7e-4, learned=False)
+    assert kinds == ["resize", "resize"] and capped.kind == "nothing learned"
+    assert capped.note() == f"{NOTHING_LEARNED} (target 547)"
+    grown = c.step(16, 2700.0, 1000, 7e-4)
+    assert grown.kind == "resize" and grown.note() == "resized"
+    cooling = c.step(32, 2700.0, 10, 7e-4)  # 10 observations since the resize, of a 100 cool-down
+    assert cooling.kind == "cooling down" and cooling.note() == "cooling down (target 547)"
+    near = timed(auto(min_gain=0.0), (80, 160)).step(32, 231.0, 1000, 7e-4)  # B* = sqrt(110.6 x 231) = 160
+    assert near.kind == "within hysteresis" and near.note() == "within hysteresis (target 160)"
+    small = timed(auto(min_gain=0.05), (80, 160)).step(32, 100.0, 160, 7e-4)  # B* 105, 4.5 % faster
+    assert small.kind == "small gain" and small.note() == small.reason  # its reason names B*
+    assert timed(auto(), (80, 160)).step(256, 1e9, 1000, 7e-4).note() == "at max_envs (target 332,623)"  # sqrt(110.64 x 1e9)
+    assert BatchController(ControlConfig(batch="fixed"), 5, 1).step(16, 100.0, 80, 7e-4).kind == "fixed"
+    assert auto().step(16, None, 80, 7e-4) == Decision(16, 7e-4, None, "no noise-scale estimate", "no estimate")
 
 
 def test_auto_on_one_machine_times_a_larger_batch_on_a_flat_line_before_learning():

@@ -311,6 +311,15 @@ def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):
     # or where it grew faster than the batch, one size down.
     assert (("B* = sqrt(r " in out and " / 2) = " in out) or "the time did not grow with the batch; timing a larger" in out
             or "the time grew faster than the batch; timing a smaller" in out)
+    # The progress line says why auto holds; the summary, after how many agent steps it did what.
+    assert re.search(r"lr \S+  \[auto: [^\]]+\]", out)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    decided = summary["batch_decisions"]
+    assert sum(decided.values()) == summary["agent_steps"]
+    assert f"at {summary['learned_at']:,} agent steps; auto may now grow" in out
+    assert decided["resize"] > 0 and decided["timing"] > 0 and set(decided) <= {
+        "no estimate", "resize", "timing", "nothing learned", "cooling down", "small gain", "within hysteresis",
+        "at bound"}
     events = scalars(run_dir)
     tags = set(events.Tags()["scalars"])
     assert {"perf/overhead_seconds", "perf/seconds_per_observation", "batch/exchange_rate",

@@ -59,12 +59,28 @@ from rlscale.control.schedule import Schedule
 NOTHING_LEARNED = "nothing learned yet (the mean return has not risen): not growing"
 
 
+# What a decision did, one word or two for each reason: the run's summary sums agent steps under each
+# (``batch_decisions``), so that a run's stretches at one batch say what held them there.
+RESIZE, FIXED, REPLAY = "resize", "fixed", "replay"
+NO_ESTIMATE, TIMING, HELD_NOTHING_LEARNED = "no estimate", "timing", "nothing learned"
+COOLING_DOWN, SMALL_GAIN, HYSTERESIS, AT_BOUND = "cooling down", "small gain", "within hysteresis", "at bound"
+
+
 @dataclass(frozen=True)
 class Decision:
     n_envs: int  # environments for the next update (the current count when holding)
     lr: float  # learning rate for the next update
     target_batch: float | None  # observations the mode asks for, None without an estimate
     reason: str  # why it resized or held, for the console
+    kind: str  # what it did, one of the kinds above
+
+    def note(self) -> str:
+        """For the progress line: why it holds, with the batch it aims at where the reason leaves it out ("resized"
+        after a resize, which has a line of its own)."""
+        if self.kind == RESIZE:
+            return "resized"
+        unsaid = self.target_batch is not None and self.kind in (AT_BOUND, COOLING_DOWN, HELD_NOTHING_LEARNED, HYSTERESIS)
+        return f"{self.reason} (target {self.target_batch:,.0f})" if unsaid else self.reason
 
 
 def scaled_lr(lr: float, noise_scale: float, batch_before: float, batch_after: float,
@@ -122,11 +138,11 @@ class BatchController:
         self.agent_steps += observations
         self.anchor(n_envs, lr)
         if self.cfg.batch == "fixed":
-            return Decision(n_envs, lr, None, "fixed batch")
+            return Decision(n_envs, lr, None, "fixed batch", FIXED)
         if self.cfg.batch == "replay":
             return self._replay(n_envs, lr)
         if noise_scale is None or not math.isfinite(noise_scale) or noise_scale <= 0:
-            return Decision(n_envs, lr, None, "no noise-scale estimate")
+            return Decision(n_envs, lr, None, "no noise-scale estimate", NO_ESTIMATE)
         current = n_envs * self.observations_per_env
         fit = self.cost.fit
         # The largest batch it may grow to now: any, once learning shows (or without the hold).
@@ -153,9 +169,9 @@ class BatchController:
         if self.probed:
             self.probed = False
         elif not self._cooled():
-            return Decision(n_envs, lr, target, "cooling down")
+            return Decision(n_envs, lr, target, "cooling down", COOLING_DOWN)
         if self.cfg.batch == "auto" and gain < self.cfg.min_gain:
-            return Decision(n_envs, lr, target, f"B* {target:,.0f} only {gain:.1%} faster (< min_gain)")
+            return Decision(n_envs, lr, target, f"B* {target:,.0f} only {gain:.1%} faster (< min_gain)", SMALL_GAIN)
         return self._resize_toward(n_envs, noise_scale, current, target, lr, why, ceiling)
 
     def growth_ceiling(self, fit: Fit | None) -> float:
@@ -193,10 +209,10 @@ class BatchController:
         5,000-observation cool-down was 500 updates of 10 observations, about a fixed run's whole time.
         ``probe_cooldown`` waits it, as runs saved before 2026-12-06 did."""
         if not self._timed(current) or (self.cfg.probe_cooldown and not self._cooled()):
-            return Decision(n_envs, lr, None, "timing this batch for the cost model")
+            return Decision(n_envs, lr, None, "timing this batch for the cost model", TIMING)
         if ceiling <= current and n_envs <= self.cfg.min_envs:  # nothing smaller to time
             if not self.grow_to_exchange_rate:  # and no growing before learning
-                return Decision(n_envs, lr, None, NOTHING_LEARNED)
+                return Decision(n_envs, lr, None, NOTHING_LEARNED, HELD_NOTHING_LEARNED)
             # On one machine time one size up instead, so that the hold's ceiling, a/b, is known before learning:
             # from CartPole's --min-envs (10 observations) the hold kept 4-ms updates of 10 observations for 5-50k
             # agent steps where a/b read about 465 (docs/batch-control.md).
@@ -233,7 +249,7 @@ class BatchController:
         else:
             cause, size, factor = "the time did not grow with the batch", "larger", self.cfg.max_resize_factor
         if not (self._timed(current) and self._cooled()):  # its line came from a run that has moved before
-            return Decision(n_envs, lr, None, f"cost model: {cause}; timing this one")
+            return Decision(n_envs, lr, None, f"cost model: {cause}; timing this one", TIMING)
         return self._resize_toward(n_envs, noise_scale, current, current * factor, lr,
                                    f"probe: {cause}; timing a {size} one", ceiling)
 
@@ -242,14 +258,14 @@ class BatchController:
             raise ValueError("batch replay needs the recorded schedule")
         planned = self.schedule.at(self.agent_steps)
         if planned is None or planned == (n_envs, lr):
-            return Decision(n_envs, lr, None, "replay: as recorded")
+            return Decision(n_envs, lr, None, "replay: as recorded", REPLAY)
         new_envs, new_lr = planned
         if new_envs == n_envs:
-            return Decision(n_envs, new_lr, None, "replay: the recorded learning rate")
+            return Decision(n_envs, new_lr, None, "replay: the recorded learning rate", REPLAY)
         self.observations_since_resize = 0.0
         direction = "grow" if new_envs > n_envs else "shrink"
         return Decision(new_envs, new_lr, None, f"{direction}: replay: the recorded run took {new_envs} envs "
-                                                f"after {self.agent_steps:,.0f} agent steps")
+                                                f"after {self.agent_steps:,.0f} agent steps", RESIZE)
 
     def _resize_toward(self, n_envs: int, noise_scale: float, current: float, target: float, lr: float,
                        why: str, ceiling: float = math.inf) -> Decision:
@@ -258,7 +274,7 @@ class BatchController:
         ratio = target / current
         h = self.cfg.hysteresis
         if 1.0 / h <= ratio <= h:
-            return Decision(n_envs, lr, target, "within hysteresis")
+            return Decision(n_envs, lr, target, "within hysteresis", HYSTERESIS)
         limited = min(max(ratio, 1.0 / self.cfg.max_shrink_factor), self.cfg.max_resize_factor)
         vectors = max(1, math.floor(current * limited / self.observations_per_env / self.vector_size + 0.5))
         new_envs = vectors * self.vector_size
@@ -267,15 +283,15 @@ class BatchController:
         new_envs = min(max(new_envs, self.cfg.min_envs), self.cfg.max_envs)
         if new_envs == n_envs:
             bound = "max_envs" if ratio > 1 else "min_envs"
-            return Decision(n_envs, lr, target, f"at {bound}")
+            return Decision(n_envs, lr, target, f"at {bound}", AT_BOUND)
         if new_envs > n_envs and new_envs * self.observations_per_env > ceiling:  # the hold before learning
             new_envs = max(n_envs, math.floor(ceiling / self.observations_per_env / self.vector_size) * self.vector_size)
             if new_envs * self.observations_per_env < current * h:  # a step smaller than the band: not worth a resize
-                return Decision(n_envs, lr, target, NOTHING_LEARNED)
+                return Decision(n_envs, lr, target, NOTHING_LEARNED, HELD_NOTHING_LEARNED)
         lr = self.lr_for(new_envs * self.observations_per_env, noise_scale, lr)
         self.observations_since_resize = 0.0
         direction = "grow" if new_envs > n_envs else "shrink"
-        return Decision(new_envs, lr, target, f"{direction}: {why} vs {current:,.0f} observations")
+        return Decision(new_envs, lr, target, f"{direction}: {why} vs {current:,.0f} observations", RESIZE)
 
     def anchor(self, n_envs: int, lr: float) -> None:
         """The learning-rate rule's anchor, once: the first environments and rate the controller sees."""

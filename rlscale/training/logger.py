@@ -140,13 +140,13 @@ class RunLogger:
                  signal: float | None, signal_name: str, lr: float, force: bool = False,
                  interval: float = 10.0, starting_envs: int = 0,
                  next_goal: Callable[[], GoalOutlook | None] | None = None,
-                 eta_rate: float | None = None, settling: bool = False) -> bool:
+                 eta_rate: float | None = None, settling: bool = False, batch_note: str = "") -> bool:
         """Print a progress line if ``interval`` seconds passed (never twice at one step); True when it printed.
 
         The line ends with the time the rest of the budget takes at ``eta_rate`` (the
         smoothed rate; default ``steps_per_s``), marked while that rate is ``settling``,
         and where ``next_goal()`` puts the next goal (called only for a line that
-        prints: it fits the trend).
+        prints: it fits the trend). ``batch_note``, where given, says why the controller holds the batch.
         """
         now = time.monotonic()
         if not force and now - self.last_print < interval:
@@ -168,7 +168,8 @@ class RunLogger:
             f"[{min(100.0, 100 * step / total):5.1f}%] steps {step:,}  {steps_per_s:,.0f}/s  "
             f"return {_fmt(window.mean, '.1f')} (last {len(window.returns)})  "
             f"{tags.signal_label(signal_name)} {_fmt(signal)}  n_envs {n_envs}"
-            + (f" (+{starting_envs} starting)" if starting_envs else "") + f"  lr {lr:.2e}" + eta,
+            + (f" (+{starting_envs} starting)" if starting_envs else "") + f"  lr {lr:.2e}"
+            + (f"  [{batch_note}]" if batch_note else "") + eta,
             flush=True,
         )
         return True

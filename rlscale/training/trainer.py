@@ -61,6 +61,10 @@ class TrainState:
     first_window: list[float] | None = None  # the first full goal window's mean and standard deviation
     most_envs: int = 0  # the most environments seen before the first window: it waits for two episodes of each
     learned: bool = False  # the return has risen above the first window's (goals.learning_began: auto's guard)
+    learned_at: int | None = None  # the agent step at which it was first seen to have
+    # Agent steps after which the controller did each kind of thing (rlscale.control.controller: resize, cooling
+    # down, nothing learned, ...): what held a run's batch where it stayed.
+    batch_decisions: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_saved(cls, saved: dict[str, Any]) -> TrainState:
@@ -308,6 +312,7 @@ def train_loop(run: Run) -> None:
             run.clock.tick(result.optimizer_batch)  # what it trained on: new environments may still be starting
 
         decision = run.controller.step(s.n_envs, run.signal, result.agent_steps, s.base_lr, learned=s.learned)
+        s.batch_decisions[decision.kind] = s.batch_decisions.get(decision.kind, 0) + result.agent_steps
         metrics = dict(result.metrics) | cost_metrics(run, result) | cluster_metrics(run)
         metrics[tags.UPDATE_SECONDS] = update_seconds
         run.settled = decision.n_envs == s.n_envs
@@ -340,7 +345,8 @@ def train_loop(run: Run) -> None:
         printed = run.logger.progress(s.agent_steps, total, steps_per_s, run.window, s.n_envs, run.signal,
                                       _signal_name(cfg), lr, interval=cfg.run.log_interval,
                                       starting_envs=result.starting_envs, next_goal=run.next_goal,
-                                      eta_rate=rate.smoothed, settling=not rate.settled)
+                                      eta_rate=rate.smoothed, settling=not rate.settled,
+                                      batch_note="" if cfg.control.batch == "fixed" else f"{cfg.control.batch}: {decision.note()}")
         if printed and run.on_progress is not None:
             run.on_progress(headline(run))
         # PPO takes epochs x minibatches optimizer steps per batch, so the count jumps:
@@ -368,10 +374,10 @@ def note_learning(run: Run) -> None:
         stats = window_stats(run.window) if s.episodes >= 2 * s.most_envs else None
         s.first_window = list(stats) if stats is not None else None
     elif not s.learned and learning_began(tuple(s.first_window), window_stats(run.window)):
-        s.learned = True
+        s.learned, s.learned_at = True, s.agent_steps
         if run.cfg.control.batch == "auto":  # auto always holds until now (build)
             print(f"learning: mean return {run.window.full_mean:.2f} stands {LEARNING_Z:g} standard errors above the first "
-                  f"window's {s.first_window[0]:.2f}; auto may now grow the batch", flush=True)
+                  f"window's {s.first_window[0]:.2f} at {s.agent_steps:,} agent steps; auto may now grow the batch", flush=True)
 
 
 def cluster_metrics(run: Run) -> dict[str, float]:
