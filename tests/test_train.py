@@ -21,7 +21,7 @@ from rlscale.goals import GoalWindow
 from rlscale.rundir import checkpoint
 from rlscale.train import main
 from rlscale.training.logger import NOISE_CHART, RunLogger, StepRate
-from rlscale.training.trainer import build, save_checkpoint, train_loop
+from rlscale.training.trainer import TrainState, build, save_checkpoint, train_loop
 from tests.conftest import interrupt_when, train_subprocess
 
 # In-process runs share the module's embedded Ray (conftest.ray_instance) instead of starting their own.
@@ -312,7 +312,8 @@ def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):
     assert (("B* = sqrt(r " in out and " / 2) = " in out) or "the time did not grow with the batch; timing a larger" in out
             or "the time grew faster than the batch; timing a smaller" in out)
     # The progress line says why auto holds; the summary, after how many agent steps it did what.
-    assert re.search(r"lr \S+  \[auto: [^\]]+\]", out)
+    notes = re.findall(r"lr \S+  \[auto: ([^\]]+)\]", out)
+    assert len(notes) >= 2  # the first line's, and the last line's after the run
     summary = json.loads((run_dir / "summary.json").read_text())
     decided = summary["batch_decisions"]
     assert sum(decided.values()) == summary["agent_steps"]
@@ -347,7 +348,8 @@ def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):
 @pytest.mark.timeout(300)
 def test_auto_from_an_eighth_grows_and_logs_the_cluster_clock_on_ray(tmp_path, capsys):
     """--batch auto from 1/8 of CartPole's best fixed batch (2 envs of 16) with --cluster-nodes 16, on Ray
-    actors: it grows once the return rises, and the clock's time and node-hours are those of its updates."""
+    actors: it grows, past its first node only once the return rises, and the clock's time and node-hours are
+    those of its updates."""
     run_dir = tmp_path / "auto"
     code = main(["cartpole", "--n-actors", "2", "--batch", "auto", "--n-envs", "2", "--min-envs", "2",
                  "--max-envs", "64", "--cluster-nodes", "16", "--set", "cooldown=1000", "--set", "noise_groups=2",
@@ -360,6 +362,8 @@ def test_auto_from_an_eighth_grows_and_logs_the_cluster_clock_on_ray(tmp_path, c
     events = scalars(run_dir)
     n_envs = [e.value for e in events.Scalars("batch/n_envs")]
     assert n_envs[0] == 2 and max(n_envs) > 2
+    learned_at = json.loads((run_dir / "summary.json").read_text())["learned_at"]
+    assert max(e.value for e in events.Scalars("batch/n_envs") if e.step < learned_at) <= 16  # one node's envs
     batches = [e.value for e in events.Scalars("batch/optimizer_batch")]
     wall = events.Scalars("cluster/wall_seconds")
     assert wall and all(e.value > 0 for e in wall)  # repriced with every new fit: it need not only rise
@@ -509,3 +513,12 @@ def test_replay_follows_a_recorded_auto_run_open_loop(tmp_path, capsys):
     assert main([*common, "--n-envs", "16", "--set", "batch=replay", "--set", f"replay_from={recorded}",
                  "--run-dir", str(tmp_path / "other")]) == 2
     assert "started with --n-envs 8; give this run the same" in capsys.readouterr().err
+
+
+def test_a_checkpoint_from_before_the_decision_counts_resumes_with_its_steps_unrecorded():
+    """A run saved before summary.json counted the controller's decisions resumes with its earlier agent steps
+    under "unrecorded", so that the counts still add up to its agent steps."""
+    old = TrainState.from_saved({"agent_steps": 5000, "examples": 5000, "n_envs": 8, "learned": True})
+    assert old.batch_decisions == {"unrecorded": 5000} and old.learned_at is None
+    new = TrainState.from_saved({"agent_steps": 5000, "batch_decisions": {"resize": 40, "cooling down": 4960}})
+    assert new.batch_decisions == {"resize": 40, "cooling down": 4960}

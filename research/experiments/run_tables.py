@@ -4,13 +4,22 @@
     python research/experiments/run_tables.py paths [--with-folder] RUN_DIR...  # envs-paths.txt lines
     python research/experiments/run_tables.py grid SWEEP_DIR GOAL          # grid.txt: batch x rate
     python research/experiments/run_tables.py reversals GOAL RUN_DIR...    # resizes.txt lines
+    python research/experiments/run_tables.py decisions RUN_DIR...         # decisions.txt lines
+    python research/experiments/run_tables.py signal RUN_DIR...            # signal-by-batch.txt lines
 
 ``runs``: one line per run under each sweep folder: its agent steps, final envs, training seconds and the
 goals it met (agent steps, training seconds), from summary.json. ``paths``: each run's environment count
 where it changed, with the agent steps (k) and the learning rate there, from TensorBoard's batch/n_envs
 and train/lr. ``grid``: the median agent steps and seconds to GOAL per (batch, rate) cell of a rate grid,
 and how many seeds reached it. ``reversals``: each ``auto`` run's resizes and changes of direction up to
-GOAL (research/experiments/auto_overhead.py counts them over whole runs instead).
+GOAL (research/experiments/auto_overhead.py counts them over whole runs instead). ``decisions``: each ``auto``
+run's learning line (agent steps, and the goal window's mean and spread there), its goals, the share of its agent steps after which the controller did each
+kind of thing (summary.json's batch_decisions, since 5df7c0d; of all its agent steps, so steps from before
+the counts show as unrecorded), and after the learning line the most environments
+it held and its resizes and reversals. ``signal``: after each ``auto`` run's learning line, the 10th, 50th and
+90th percentiles of its target batch and the median B_simple it read in each band of environment counts (with
+how many readings; a reading is paired with the count logged at its step, which after a resize is the new one),
+from TensorBoard's batch/target, noise/b_simple_total and batch/n_envs.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlscale.goals import GOAL_WINDOW
 from rlscale.rundir.events import read_scalars
 
 
@@ -99,6 +109,54 @@ def reversals(goal: str, run_dirs: list[Path]) -> None:
               f"  envs median {np.median(envs[keep]):.0f}")
 
 
+def decisions(run_dirs: list[Path]) -> None:
+    for run in run_dirs:
+        s = summary(run) or {}
+        decided, learned = s.get("batch_decisions", {}), s.get("learned_at")
+        total = s.get("agent_steps") or 1  # of all its steps: a run resumed from before the counts shows the gap
+        unrecorded = total - sum(decided.values())
+        counts = sorted({**decided, **({"unrecorded": unrecorded} if unrecorded > 0 else {})}.items(),
+                        key=lambda item: -item[1])
+        shares = " ".join(f"{kind.replace(' ', '_')}:{100 * n / total:.0f}%" for kind, n in counts)
+        goals = " ".join(f"{k}:{v['agent_steps'] / 1000:.0f}k" for k, v in s.get("goals", {}).items())
+        after, line = "", "-"
+        if learned is not None:
+            scalars = read_scalars(run)
+            steps, envs = scalars["batch/n_envs"]
+            later = envs[steps >= learned]
+            if len(later):
+                resizes, turns = resizes_and_reversals(later)
+                after = f"  after it: most envs {later.max():.0f}, resizes {resizes}, reversals {turns}"
+            episode_steps, returns = scalars["rollout/episode_return"]
+            window = returns[:np.searchsorted(episode_steps, learned, side="right")][-GOAL_WINDOW:]
+            line = f"{learned / 1000:.0f}k (window mean {window.mean():.2f}, sd {window.std(ddof=1):.2f})"
+        print(f"{run.name} learned {line}  goals {goals}  {shares}{after}")
+
+
+# Bands of environment counts; a band with 5 readings or fewer is left out.
+ENV_BANDS = ((0, 40), (40, 80), (80, 160), (160, 10**6))
+
+
+def signal(run_dirs: list[Path]) -> None:
+    for run in run_dirs:
+        learned = (summary(run) or {}).get("learned_at")
+        scalars = read_scalars(run)
+        if learned is None or "batch/target" not in scalars:
+            print(f"{run.name} no learning line or no target: skipped")
+            continue
+        envs_at = dict(zip(*scalars["batch/n_envs"], strict=True))
+        steps, values = scalars["noise/b_simple_total"]
+        pairs = np.array([(envs_at[k], v) for k, v in zip(steps, values, strict=True) if k >= learned and k in envs_at],
+                         dtype=float).reshape(-1, 2)
+        target_steps, targets = scalars["batch/target"]
+        later = targets[target_steps >= learned]
+        aims = " ".join(f"{q:.0f}" for q in np.percentile(later, [10, 50, 90])) if len(later) else "-"
+        bands = [f"envs {lo}-{hi if hi < 10**6 else ''}: {np.median(pairs[k, 1]):,.0f} (n {k.sum()})"
+                 for lo, hi in ENV_BANDS if (k := (pairs[:, 0] >= lo) & (pairs[:, 0] < hi)).sum() > 5]
+        print(f"{run.name} learned {learned / 1000:.0f}k  target p10/50/90 {aims}  "
+              f"B_simple median by envs: {'; '.join(bands)}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="table", required=True)
@@ -112,6 +170,8 @@ def main() -> None:
     r = sub.add_parser("reversals")
     r.add_argument("goal")
     r.add_argument("runs", type=Path, nargs="+")
+    sub.add_parser("decisions").add_argument("runs", type=Path, nargs="+")
+    sub.add_parser("signal").add_argument("runs", type=Path, nargs="+")
     args = p.parse_args()
     if args.table == "runs":
         runs(args.sweeps)
@@ -119,8 +179,12 @@ def main() -> None:
         paths(args.runs, args.with_folder)
     elif args.table == "grid":
         grid(args.sweep, args.goal)
-    else:
+    elif args.table == "reversals":
         reversals(args.goal, args.runs)
+    elif args.table == "decisions":
+        decisions(args.runs)
+    else:
+        signal(args.runs)
 
 
 if __name__ == "__main__":

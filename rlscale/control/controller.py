@@ -62,7 +62,7 @@ NOTHING_LEARNED = "nothing learned yet (the mean return has not risen): not grow
 # What a decision did, one word or two for each reason: the run's summary sums agent steps under each
 # (``batch_decisions``), so that a run's stretches at one batch say what held them there.
 RESIZE, FIXED, REPLAY = "resize", "fixed", "replay"
-NO_ESTIMATE, TIMING, HELD_NOTHING_LEARNED = "no estimate", "timing", "nothing learned"
+NO_ESTIMATE, TIMING, KIND_NOTHING_LEARNED = "no estimate", "timing", "nothing learned"
 COOLING_DOWN, SMALL_GAIN, HYSTERESIS, AT_BOUND = "cooling down", "small gain", "within hysteresis", "at bound"
 
 
@@ -79,8 +79,9 @@ class Decision:
         after a resize, which has a line of its own)."""
         if self.kind == RESIZE:
             return "resized"
-        unsaid = self.target_batch is not None and self.kind in (AT_BOUND, COOLING_DOWN, HELD_NOTHING_LEARNED, HYSTERESIS)
-        return f"{self.reason} (target {self.target_batch:,.0f})" if unsaid else self.reason
+        reason_omits_target = (self.target_batch is not None
+                               and self.kind in (AT_BOUND, COOLING_DOWN, KIND_NOTHING_LEARNED, HYSTERESIS))
+        return f"{self.reason} (target {self.target_batch:,.0f})" if reason_omits_target else self.reason
 
 
 def scaled_lr(lr: float, noise_scale: float, batch_before: float, batch_after: float,
@@ -175,10 +176,15 @@ class BatchController:
         return self._resize_toward(n_envs, noise_scale, current, target, lr, why, ceiling)
 
     def growth_ceiling(self, fit: Fit | None) -> float:
-        """The largest optimizer batch the hold lets a run grow to before it has learned anything. Where growing
-        buys machines, none: it only shrinks. On one machine (``grow_to_exchange_rate``) the larger of its start
+        """The largest optimizer batch the hold lets a run grow to before it has learned anything. On the cluster
+        clock one node's batch: the first node is paid for whether it carries one environment or all of its own,
+        so filling it costs no node-hours, where a start below it would train on part of a node paid in full until
+        its learning line (its probe shrinking it further). Where growing buys other machines
+        (elastic actors), none: it only shrinks. On one machine (``grow_to_exchange_rate``) the larger of its start
         and a resolved cost model's a/b; on a line with no slope (a larger batch costs no more time), one factor
         above its start, so that noise read as a flat line cannot double it to max_envs."""
+        if self.cluster is not None:
+            return self.cluster.node_batch
         if not self.grow_to_exchange_rate or fit is None:
             return 0.0
         start = self.reference[0] if self.reference is not None else 0.0
@@ -212,7 +218,7 @@ class BatchController:
             return Decision(n_envs, lr, None, "timing this batch for the cost model", TIMING)
         if ceiling <= current and n_envs <= self.cfg.min_envs:  # nothing smaller to time
             if not self.grow_to_exchange_rate:  # and no growing before learning
-                return Decision(n_envs, lr, None, NOTHING_LEARNED, HELD_NOTHING_LEARNED)
+                return Decision(n_envs, lr, None, NOTHING_LEARNED, KIND_NOTHING_LEARNED)
             # On one machine time one size up instead, so that the hold's ceiling, a/b, is known before learning:
             # from CartPole's --min-envs (10 observations) the hold kept 4-ms updates of 10 observations for 5-50k
             # agent steps where a/b read about 465 (docs/batch-control.md).
@@ -258,10 +264,10 @@ class BatchController:
             raise ValueError("batch replay needs the recorded schedule")
         planned = self.schedule.at(self.agent_steps)
         if planned is None or planned == (n_envs, lr):
-            return Decision(n_envs, lr, None, "replay: as recorded", REPLAY)
+            return Decision(n_envs, lr, None, "as recorded", REPLAY)
         new_envs, new_lr = planned
         if new_envs == n_envs:
-            return Decision(n_envs, new_lr, None, "replay: the recorded learning rate", REPLAY)
+            return Decision(n_envs, new_lr, None, "the recorded learning rate", REPLAY)
         self.observations_since_resize = 0.0
         direction = "grow" if new_envs > n_envs else "shrink"
         return Decision(new_envs, new_lr, None, f"{direction}: replay: the recorded run took {new_envs} envs "
@@ -287,7 +293,7 @@ class BatchController:
         if new_envs > n_envs and new_envs * self.observations_per_env > ceiling:  # the hold before learning
             new_envs = max(n_envs, math.floor(ceiling / self.observations_per_env / self.vector_size) * self.vector_size)
             if new_envs * self.observations_per_env < current * h:  # a step smaller than the band: not worth a resize
-                return Decision(n_envs, lr, target, NOTHING_LEARNED, HELD_NOTHING_LEARNED)
+                return Decision(n_envs, lr, target, NOTHING_LEARNED, KIND_NOTHING_LEARNED)
         lr = self.lr_for(new_envs * self.observations_per_env, noise_scale, lr)
         self.observations_since_resize = 0.0
         direction = "grow" if new_envs > n_envs else "shrink"

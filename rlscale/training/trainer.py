@@ -61,7 +61,7 @@ class TrainState:
     first_window: list[float] | None = None  # the first full goal window's mean and standard deviation
     most_envs: int = 0  # the most environments seen before the first window: it waits for two episodes of each
     learned: bool = False  # the return has risen above the first window's (goals.learning_began: auto's guard)
-    learned_at: int | None = None  # the agent step at which it was first seen to have
+    learned_at: int | None = None  # the agent step at which it was first seen to have learned (every mode)
     # Agent steps after which the controller did each kind of thing (rlscale.control.controller: resize, cooling
     # down, nothing learned, ...): what held a run's batch where it stayed.
     batch_decisions: dict[str, int] = field(default_factory=dict)
@@ -70,7 +70,10 @@ class TrainState:
     def from_saved(cls, saved: dict[str, Any]) -> TrainState:
         """A checkpoint's state; counters of settings since retired (the in-run measurement's) are dropped."""
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in saved.items() if k in known})
+        state = cls(**{k: v for k, v in saved.items() if k in known})
+        if "batch_decisions" not in saved:  # saved before they were counted: the sum still adds up to agent_steps
+            state.batch_decisions = {"unrecorded": state.agent_steps}
+        return state
 
 
 @dataclass
@@ -91,6 +94,7 @@ class Run:
     last_lr: float | None = None  # the learning rate of the last update (annealing moves it)
     settled: bool = False  # the pool ran unchanged through the last update (its timing is clean)
     clock: ClusterClock | None = None  # --cluster-nodes: the elastic cluster's time and node-hours
+    batch_note: str = ""  # the progress line's word on why the controller holds the batch (none for a fixed one)
 
     def cluster_fit(self) -> Fit | None:
         """The T(B) the cluster clock prices updates with: cluster_fit when given, else the run's own."""
@@ -313,6 +317,7 @@ def train_loop(run: Run) -> None:
 
         decision = run.controller.step(s.n_envs, run.signal, result.agent_steps, s.base_lr, learned=s.learned)
         s.batch_decisions[decision.kind] = s.batch_decisions.get(decision.kind, 0) + result.agent_steps
+        run.batch_note = "" if cfg.control.batch == "fixed" else f"{cfg.control.batch}: {decision.note()}"
         metrics = dict(result.metrics) | cost_metrics(run, result) | cluster_metrics(run)
         metrics[tags.UPDATE_SECONDS] = update_seconds
         run.settled = decision.n_envs == s.n_envs
@@ -346,7 +351,7 @@ def train_loop(run: Run) -> None:
                                       _signal_name(cfg), lr, interval=cfg.run.log_interval,
                                       starting_envs=result.starting_envs, next_goal=run.next_goal,
                                       eta_rate=rate.smoothed, settling=not rate.settled,
-                                      batch_note="" if cfg.control.batch == "fixed" else f"{cfg.control.batch}: {decision.note()}")
+                                      batch_note=run.batch_note)
         if printed and run.on_progress is not None:
             run.on_progress(headline(run))
         # PPO takes epochs x minibatches optimizer steps per batch, so the count jumps:
@@ -477,7 +482,7 @@ def run(cfg: Config, run_dir: Path, resume: bool = False,
         path = save_checkpoint(training)
         training.logger.progress(s.agent_steps, cfg.total_agent_steps, s.agent_steps / max(s.wall_seconds, 1e-9),
                                  training.window, s.n_envs, training.signal, _signal_name(cfg),
-                                 training.last_lr or training.lr_now(), force=True)
+                                 training.last_lr or training.lr_now(), force=True, batch_note=training.batch_note)
         if on_progress is not None:
             on_progress(headline(training))
         print(f"done: {s.agent_steps:,} agent steps, {training.optimizer_steps:,} updates, "
