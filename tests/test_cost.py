@@ -433,22 +433,6 @@ def test_auto_on_a_cluster_aims_at_the_cluster_batch_not_b_star():
     assert timed(auto()).step(32, 2700.0, 1000, 7e-4).target_batch == pytest.approx(546.5, rel=1e-3)
 
 
-def test_auto_on_a_cluster_fills_its_first_node_before_anything_is_learned():
-    """On the cluster clock the first node is paid for whatever it carries: before learning auto may grow to one
-    node's batch (16 envs x 5 observations = 80 here), not onto a second node."""
-    c = timed(auto(cluster_nodes=4, cluster_node_envs=16, cluster_round_trip=0.0))
-    c.hold_until_learning = True
-    assert c.step(8, 2700.0, 1000, 7e-4, learned=False).n_envs == 16  # 40 -> 80 observations: one node
-    assert c.step(16, 2700.0, 1000, 7e-4, learned=False).reason == NOTHING_LEARNED  # 160 needs a second
-    assert c.step(16, 2700.0, 1000, 7e-4, learned=True).n_envs == 32
-    # Its probe (no cost model yet) times the full node rather than a smaller batch.
-    probe = auto(cluster_nodes=4, cluster_node_envs=16)
-    probe.hold_until_learning = True
-    for _ in range(5):
-        probe.cost.add(40, 0.01)
-    assert probe.step(8, 2700.0, 1000, 7e-4, learned=False).n_envs == 16
-
-
 def test_auto_does_not_grow_before_anything_is_learned():
     c = timed(auto(cluster_nodes=4))
     c.hold_until_learning = True

@@ -348,8 +348,7 @@ def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):
 @pytest.mark.timeout(300)
 def test_auto_from_an_eighth_grows_and_logs_the_cluster_clock_on_ray(tmp_path, capsys):
     """--batch auto from 1/8 of CartPole's best fixed batch (2 envs of 16) with --cluster-nodes 16, on Ray
-    actors: it grows, past its first node only once the return rises, and the clock's time and node-hours are
-    those of its updates."""
+    actors: it grows only once the return rises, and the clock's time and node-hours are those of its updates."""
     run_dir = tmp_path / "auto"
     code = main(["cartpole", "--n-actors", "2", "--batch", "auto", "--n-envs", "2", "--min-envs", "2",
                  "--max-envs", "64", "--cluster-nodes", "16", "--set", "cooldown=1000", "--set", "noise_groups=2",
@@ -363,7 +362,7 @@ def test_auto_from_an_eighth_grows_and_logs_the_cluster_clock_on_ray(tmp_path, c
     n_envs = [e.value for e in events.Scalars("batch/n_envs")]
     assert n_envs[0] == 2 and max(n_envs) > 2
     learned_at = json.loads((run_dir / "summary.json").read_text())["learned_at"]
-    assert max(e.value for e in events.Scalars("batch/n_envs") if e.step < learned_at) <= 16  # one node's envs
+    assert max(e.value for e in events.Scalars("batch/n_envs") if e.step < learned_at) <= 2  # no growth before
     batches = [e.value for e in events.Scalars("batch/optimizer_batch")]
     wall = events.Scalars("cluster/wall_seconds")
     assert wall and all(e.value > 0 for e in wall)  # repriced with every new fit: it need not only rise

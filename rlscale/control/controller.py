@@ -176,15 +176,13 @@ class BatchController:
         return self._resize_toward(n_envs, noise_scale, current, target, lr, why, ceiling)
 
     def growth_ceiling(self, fit: Fit | None) -> float:
-        """The largest optimizer batch the hold lets a run grow to before it has learned anything. On the cluster
-        clock one node's batch: the first node is paid for whether it carries one environment or all of its own,
-        so filling it costs no node-hours, where a start below it would train on part of a node paid in full until
-        its learning line (its probe shrinking it further). Where growing buys other machines
-        (elastic actors), none: it only shrinks. On one machine (``grow_to_exchange_rate``) the larger of its start
-        and a resolved cost model's a/b; on a line with no slope (a larger batch costs no more time), one factor
-        above its start, so that noise read as a flat line cannot double it to max_envs."""
-        if self.cluster is not None:
-            return self.cluster.node_batch
+        """The largest optimizer batch the hold lets a run grow to before it has learned anything. Where growing
+        buys machines, none: it only shrinks. (Letting it fill a cluster's first node, paid for either way, was
+        measured and lost: on MinAtar Breakout from 40 observations the runs needed 1.6x the agent steps to goal 5
+        at 80 and came later on the cluster clock; docs/batch-control.md.) On one machine
+        (``grow_to_exchange_rate``) the larger of its start and a resolved cost model's a/b; on a line with no
+        slope (a larger batch costs no more time), one factor above its start, so that noise read as a flat line
+        cannot double it to max_envs."""
         if not self.grow_to_exchange_rate or fit is None:
             return 0.0
         start = self.reference[0] if self.reference is not None else 0.0
