@@ -95,6 +95,11 @@ SENSITIVITY_RATIO = 1.3  # the regression each task's sensitivity is stated for
 PRECISIONS = ("fp32", "bf16")
 
 
+def default_seeds(task: str) -> tuple[int, ...]:
+    """The seeds a run of ``task`` takes without --seeds, and its stored reference holds."""
+    return TASK_SEEDS.get(task, DEFAULT_SEEDS)
+
+
 def plant_flags(plant: str | None, task: Task, checkout: Checkout) -> list[str] | None:
     """The flags that plant a known regression in ``task``; None where the plant does not apply."""
     if plant is None:
@@ -456,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         extra += shlex.split(args.extra_flags)
         jobs += [Job(name, TASKS[name], seed, tuple(extra), out / name / f"seed-{seed}",
-                     out / name / f"seed-{seed}.json") for seed in args.seeds or TASK_SEEDS.get(name, DEFAULT_SEEDS)]
+                     out / name / f"seed-{seed}.json") for seed in args.seeds or default_seeds(name)]
     if not jobs:
         raise UserError("nothing to run: no chosen task takes this --plant")
     print(f"learning benchmark: {len(jobs)} runs, {args.jobs} at a time, code at {checkout.commit}, "

@@ -104,7 +104,7 @@ def test_the_stored_reference_has_the_format_and_every_default_task(learning):
             entry = data["tasks"][learning.reference_key(name, "fp32")]
             assert entry["task"] == {**learning.asdict(task), "precision": "fp32"}
             # the seeds a default run takes, so that a default run compares like with like
-            assert sorted(map(int, entry["seeds"])) == list(learning.TASK_SEEDS.get(name, learning.DEFAULT_SEEDS))
+            assert sorted(map(int, entry["seeds"])) == list(learning.default_seeds(name))
             assert entry["commit"] and entry["cpu"] and entry["date"] and entry["why"]
             reached = [row["steps"] for row in entry["seeds"].values() if row["steps"] is not None]
             assert reached, f"no seed of the reference reached {name}'s goal"

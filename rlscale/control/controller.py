@@ -180,10 +180,9 @@ class BatchController:
         buys machines, none: it only shrinks. (Letting it fill a cluster's first node, paid for either way, was
         measured and lost: on MinAtar Breakout from 40 observations, at 80 before learning, the runs' return rose
         3x later in agent steps and they reached goal 5 later on the cluster clock; docs/batch-control.md.) On one
-        machine
-        (``grow_to_exchange_rate``) the larger of its start and a resolved cost model's a/b; on a line with no
-        slope (a larger batch costs no more time), one factor above its start, so that noise read as a flat line
-        cannot double it to max_envs."""
+        machine (``grow_to_exchange_rate``) the larger of its start and a resolved cost model's a/b; on a line with
+        no slope (a larger batch costs no more time), one factor above its start, so that noise read as a flat
+        line cannot double it to max_envs."""
         if not self.grow_to_exchange_rate or fit is None:
             return 0.0
         start = self.reference[0] if self.reference is not None else 0.0
