@@ -9,7 +9,7 @@ import pytest
 
 from rlscale.config import ControlConfig, build_config
 from rlscale.control.cluster_clock import cluster_batch
-from rlscale.control.controller import NOTHING_LEARNED, BatchController, Decision
+from rlscale.control.controller import NOTHING_LEARNED, ONLY_GROWS, BatchController, Decision
 from rlscale.control.cost import (
     CostModel,
     Fit,
@@ -373,6 +373,19 @@ def test_each_decision_names_what_it_did_and_the_progress_note_why_it_holds():
     untimed = auto().step(16, 500.0, 80, 7e-4)  # no cost model yet, and its start not yet timed
     assert untimed.kind == "timing" and untimed.note() == "timing this batch for the cost model"
     assert auto().step(16, None, 80, 7e-4) == Decision(16, 7e-4, None, "no noise-scale estimate", "no estimate")
+
+
+def test_auto_that_only_grows_after_learning_still_shrinks_before_and_grows_after():
+    """shrink_after_learning off: once the run has learned, a shrink B* asks for (160 from 320 observations, at
+    B_crit 231 and r 110.6) is held and named; before learning it shrinks; after learning it still grows."""
+    def step(shrinks: bool, n_envs: int, b_crit: float, learned: bool) -> Decision:
+        return timed(auto(shrink_after_learning=shrinks)).step(n_envs, b_crit, 1000, 7e-4, learned=learned)
+    assert step(True, 64, 231.0, True).n_envs == 32
+    held_back = step(False, 64, 231.0, True)
+    assert held_back.n_envs == 64 and held_back.kind == ONLY_GROWS
+    assert held_back.note() == "learning: only grows (target 160)"
+    assert step(False, 64, 231.0, False).n_envs == 32
+    assert step(False, 8, 2700.0, True).n_envs == 16  # B* 547 from 40 observations: grows
 
 
 def test_auto_on_one_machine_times_a_larger_batch_on_a_flat_line_before_learning():

@@ -64,6 +64,7 @@ NOTHING_LEARNED = "nothing learned yet (the mean return has not risen): not grow
 RESIZE, FIXED, REPLAY = "resize", "fixed", "replay"
 NO_ESTIMATE, TIMING, KIND_NOTHING_LEARNED = "no estimate", "timing", "nothing learned"
 COOLING_DOWN, SMALL_GAIN, HYSTERESIS, AT_BOUND = "cooling down", "small gain", "within hysteresis", "at bound"
+ONLY_GROWS = "only grows"  # shrink_after_learning off: a shrink asked for after the learning line
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ class Decision:
         if self.kind == RESIZE:
             return "resized"
         reason_omits_target = (self.target_batch is not None
-                               and self.kind in (AT_BOUND, COOLING_DOWN, KIND_NOTHING_LEARNED, HYSTERESIS))
+                               and self.kind in (AT_BOUND, COOLING_DOWN, KIND_NOTHING_LEARNED, HYSTERESIS, ONLY_GROWS))
         return f"{self.reason} (target {self.target_batch:,.0f})" if reason_omits_target else self.reason
 
 
@@ -173,6 +174,9 @@ class BatchController:
             return Decision(n_envs, lr, target, "cooling down", COOLING_DOWN)
         if self.cfg.batch == "auto" and gain < self.cfg.min_gain:
             return Decision(n_envs, lr, target, f"B* {target:,.0f} only {gain:.1%} faster (< min_gain)", SMALL_GAIN)
+        if (self.cfg.batch == "auto" and learned and not self.cfg.shrink_after_learning
+                and target * self.cfg.hysteresis < current):
+            return Decision(n_envs, lr, target, "learning: only grows", ONLY_GROWS)
         return self._resize_toward(n_envs, noise_scale, current, target, lr, why, ceiling)
 
     def growth_ceiling(self, fit: Fit | None) -> float:

@@ -1,0 +1,45 @@
+"""What each ``auto`` run aimed at after it reached a goal: medians, from the goal's agent step on, of its optimizer
+batch, its target (B*), the cost model's a/b, B_simple and the predicted speed-up of B* over its batch, from
+TensorBoard's batch/optimizer_batch, batch/target, batch/exchange_rate, noise/b_simple_total and
+batch/predicted_speedup.
+
+    python research/experiments/after_goal.py GOAL RUN_DIR...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from rlscale.rundir.events import read_scalars
+
+COLUMNS = (("batch", "batch/optimizer_batch", ".0f"), ("target", "batch/target", ".0f"),
+           ("a/b", "batch/exchange_rate", ".0f"), ("B_simple", "noise/b_simple_total", ".0f"),
+           ("speed-up", "batch/predicted_speedup", ".3f"))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("goal", type=float)
+    p.add_argument("runs", type=Path, nargs="+")
+    args = p.parse_args()
+    for run in args.runs:
+        goals = json.loads((run / "summary.json").read_text()).get("goals", {})
+        at = next((v["agent_steps"] for k, v in goals.items() if float(k) == args.goal), None)
+        if at is None:
+            print(f"{run.name} did not reach {args.goal:g}")
+            continue
+        scalars = read_scalars(run)
+        cells = []
+        for label, tag, fmt in COLUMNS:
+            steps, values = scalars.get(tag, (np.array([]), np.array([])))
+            later = values[steps >= at]
+            cells.append(f"{label} {np.median(later):{fmt}}" if len(later) else f"{label} -")
+        print(f"{run.name} goal {args.goal:g} at {at / 1000:.0f}k  medians after it: {'  '.join(cells)}")
+
+
+if __name__ == "__main__":
+    main()
