@@ -118,6 +118,8 @@ def main() -> None:
     p.add_argument("--arms", nargs="+", choices=["fixed", "auto", "variant", "cluster"],
                    default=["fixed", "auto", "variant", "cluster"],
                    help="which arms to run, in this order (default: all; variant only with --auto-set)")
+    p.add_argument("--no-report", action="store_true",
+                   help="skip the reports (a driver that runs one chunk of seeds an invocation writes them once)")
     args = p.parse_args()
     if args.only_variant:
         args.arms = ["variant"]
@@ -125,7 +127,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     for chunk in range(0, len(args.seeds), args.jobs):
         sweep(args.game, out, args.seeds[chunk:chunk + args.jobs], args)
-    report(out, args)
+    if not args.no_report:
+        report(out, args)
 
 
 if __name__ == "__main__":
