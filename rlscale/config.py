@@ -156,10 +156,10 @@ class ControlConfig:
     # from 8x the best batch, Breakout's halvings took 150-200k agent steps that taught nothing (docs/batch-control.md).
     max_shrink_factor: float = opt(4.0, "largest factor one resize may shrink the batch by")
     cooldown: float = opt(50_000, "observations to train after a resize before the next one")
-    # Appendix D: the critical batch grows as training goes on. On MinAtar Breakout the auto runs that shrank
-    # most after they learned were the slowest to the top goal (docs/batch-control.md).
-    shrink_after_learning: bool = opt(True, "auto: may shrink the batch after the run has learned something "
-                                      "(false: after its learning line it only grows)")
+    # On MinAtar Breakout the auto runs that shrank far below their batch after learning were among the slowest
+    # to the top goal (docs/batch-control.md#auto-with-a-learning-floor).
+    learning_floor: bool = opt(False, "auto on one machine: after the run's learning line, never shrink below the "
+                               "batch it had at that line (the cost model's probes excepted)")
     # Off: the probe's batch was picked to time the cost model, not by the estimate;
     # moving on at once measured as fast or faster on all three study tasks (docs/results.md).
     probe_cooldown: bool = opt(False, "auto: wait the cool-down before and after the probe resize too (default: "

@@ -9,7 +9,7 @@ import pytest
 
 from rlscale.config import ControlConfig, build_config
 from rlscale.control.cluster_clock import cluster_batch
-from rlscale.control.controller import NOTHING_LEARNED, ONLY_GROWS, BatchController, Decision
+from rlscale.control.controller import AT_FLOOR, NOTHING_LEARNED, BatchController, Decision
 from rlscale.control.cost import (
     CostModel,
     Fit,
@@ -375,17 +375,30 @@ def test_each_decision_names_what_it_did_and_the_progress_note_why_it_holds():
     assert auto().step(16, None, 80, 7e-4) == Decision(16, 7e-4, None, "no noise-scale estimate", "no estimate")
 
 
-def test_auto_that_only_grows_after_learning_still_shrinks_before_and_grows_after():
-    """shrink_after_learning off: once the run has learned, a shrink B* asks for (160 from 320 observations, at
-    B_crit 231 and r 110.6) is held and named; before learning it shrinks; after learning it still grows."""
-    def step(shrinks: bool, n_envs: int, b_crit: float, learned: bool) -> Decision:
-        return timed(auto(shrink_after_learning=shrinks)).step(n_envs, b_crit, 1000, 7e-4, learned=learned)
-    assert step(True, 64, 231.0, True).n_envs == 32
-    held_back = step(False, 64, 231.0, True)
-    assert held_back.n_envs == 64 and held_back.kind == ONLY_GROWS
-    assert held_back.note() == "learning: only grows (target 160)"
-    assert step(False, 64, 231.0, False).n_envs == 32
-    assert step(False, 8, 2700.0, True).n_envs == 16  # B* 547 from 40 observations: grows
+def test_auto_with_a_learning_floor_does_not_shrink_below_the_batch_it_learned_at():
+    """learning_floor: after the learning line a shrink stops at the batch of that line (B* 160 at B_crit 231 and r
+    110.6); before the line, and without the option, it shrinks; growth and shrinks back to the floor go on; the
+    floor survives a checkpoint."""
+    def controller(floor: bool, learned_at_envs: int | None) -> BatchController:
+        c = timed(auto(learning_floor=floor))
+        if learned_at_envs is not None:
+            c.step(learned_at_envs, None, 1000, 7e-4, learned=True)  # the learning line, with no estimate yet
+        return c
+    assert controller(False, 64).step(64, 231.0, 1000, 7e-4).n_envs == 32
+    assert controller(True, None).step(64, 231.0, 1000, 7e-4, learned=False).n_envs == 32
+    held_at = controller(True, 64).step(64, 231.0, 1000, 7e-4)
+    assert held_at.n_envs == 64 and held_at.kind == AT_FLOOR
+    assert held_at.note() == "at the learning floor, 320 observations (target 160)"
+    assert controller(True, 48).step(64, 231.0, 1000, 7e-4).kind == AT_FLOOR  # 320 is within 1.5x of the floor 240
+    back = controller(True, 32).step(128, 231.0, 1000, 7e-4)  # grew to 640 after learning at 160: back to 160,
+    assert back.n_envs == 32 and back.kind == "resize"  # the floor, where B* 160 asks
+    floored = controller(True, 32).step(128, 120.0, 1000, 7e-4)  # B* 115, below the floor 160: shrinks to it
+    assert floored.n_envs == 32 and "floor 160 observations" in floored.reason
+    assert controller(True, 8).step(8, 2700.0, 1000, 7e-4).n_envs == 16  # B* 547 from 40 observations: grows
+    saved = controller(True, 64)
+    resumed = auto(learning_floor=True)
+    resumed.load_state_dict(saved.state_dict())
+    assert resumed.floor == 320 and resumed.step(64, 231.0, 1000, 7e-4).kind == AT_FLOOR
 
 
 def test_auto_on_one_machine_times_a_larger_batch_on_a_flat_line_before_learning():

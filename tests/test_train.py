@@ -320,7 +320,7 @@ def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):
     assert f"at {summary['learned_at']:,} agent steps; auto may now grow" in out
     assert decided["resize"] > 0 and decided["timing"] > 0 and set(decided) <= {
         "no estimate", "resize", "timing", "nothing learned", "cooling down", "small gain", "within hysteresis",
-        "only grows", "at bound"}
+        "at learning floor", "at bound"}
     events = scalars(run_dir)
     tags = set(events.Tags()["scalars"])
     assert {"perf/overhead_seconds", "perf/seconds_per_observation", "batch/exchange_rate",

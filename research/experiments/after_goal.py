@@ -1,7 +1,8 @@
 """What each ``auto`` run aimed at after it reached a goal: medians, from the goal's agent step on, of its optimizer
 batch, its target (B*), the cost model's a/b, B_simple and the predicted speed-up of B* over its batch, from
 TensorBoard's batch/optimizer_batch, batch/target, batch/exchange_rate, noise/b_simple_total and
-batch/predicted_speedup.
+batch/predicted_speedup. The medians are over the logged updates, not agent steps: a stretch at a small batch
+counts more updates per agent step than one at a large batch.
 
     python research/experiments/after_goal.py GOAL RUN_DIR...
 """

@@ -64,7 +64,7 @@ NOTHING_LEARNED = "nothing learned yet (the mean return has not risen): not grow
 RESIZE, FIXED, REPLAY = "resize", "fixed", "replay"
 NO_ESTIMATE, TIMING, KIND_NOTHING_LEARNED = "no estimate", "timing", "nothing learned"
 COOLING_DOWN, SMALL_GAIN, HYSTERESIS, AT_BOUND = "cooling down", "small gain", "within hysteresis", "at bound"
-ONLY_GROWS = "only grows"  # shrink_after_learning off: a shrink asked for after the learning line
+AT_FLOOR = "at learning floor"  # learning_floor: a shrink held at the batch of the learning line
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class Decision:
         if self.kind == RESIZE:
             return "resized"
         reason_omits_target = (self.target_batch is not None
-                               and self.kind in (AT_BOUND, COOLING_DOWN, KIND_NOTHING_LEARNED, HYSTERESIS, ONLY_GROWS))
+                               and self.kind in (AT_BOUND, COOLING_DOWN, KIND_NOTHING_LEARNED, HYSTERESIS, AT_FLOOR))
         return f"{self.reason} (target {self.target_batch:,.0f})" if reason_omits_target else self.reason
 
 
@@ -126,6 +126,8 @@ class BatchController:
     # With the hold, on one machine: it may grow up to the larger of its start and the cost model's exchange
     # rate a/b, below which a larger batch costs little time per update. Set by the trainer.
     grow_to_exchange_rate: bool = False
+    # The optimizer batch at the run's learning line (0 before it): with learning_floor auto does not shrink below it.
+    floor: float = 0.0
 
     def __post_init__(self) -> None:
         # The elastic cluster auto chooses for (--cluster-nodes), None for this machine.
@@ -139,6 +141,8 @@ class BatchController:
         self.observations_since_resize += observations
         self.agent_steps += observations
         self.anchor(n_envs, lr)
+        if learned and not self.floor:
+            self.floor = n_envs * self.observations_per_env
         if self.cfg.batch == "fixed":
             return Decision(n_envs, lr, None, "fixed batch", FIXED)
         if self.cfg.batch == "replay":
@@ -174,9 +178,11 @@ class BatchController:
             return Decision(n_envs, lr, target, "cooling down", COOLING_DOWN)
         if self.cfg.batch == "auto" and gain < self.cfg.min_gain:
             return Decision(n_envs, lr, target, f"B* {target:,.0f} only {gain:.1%} faster (< min_gain)", SMALL_GAIN)
-        if (self.cfg.batch == "auto" and learned and not self.cfg.shrink_after_learning
-                and target * self.cfg.hysteresis < current):
-            return Decision(n_envs, lr, target, "learning: only grows", ONLY_GROWS)
+        if self.cfg.learning_floor and self.cluster is None and self.cfg.batch == "auto" and target < self.floor:
+            if self.floor * self.cfg.hysteresis >= current:  # the floor is the batch it has, or near it
+                return Decision(n_envs, lr, target, f"at the learning floor, {self.floor:,.0f} observations", AT_FLOOR)
+            why = f"{why}; floor {self.floor:,.0f} observations, the batch at the learning line"
+            target = self.floor
         return self._resize_toward(n_envs, noise_scale, current, target, lr, why, ceiling)
 
     def growth_ceiling(self, fit: Fit | None) -> float:
@@ -322,12 +328,13 @@ class BatchController:
     def state_dict(self) -> dict[str, Any]:
         return {"observations_since_resize": self.observations_since_resize, "probed": self.probed,
                 "cost": self.cost.state_dict(), "agent_steps": self.agent_steps,
-                "reference": list(self.reference) if self.reference is not None else None}
+                "reference": list(self.reference) if self.reference is not None else None, "floor": self.floor}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.observations_since_resize = float(state["observations_since_resize"])
         self.probed = bool(state.get("probed", False))  # absent from checkpoints before it existed
         self.agent_steps = float(state.get("agent_steps", 0.0))  # likewise; read only by replay, which is newer
+        self.floor = float(state.get("floor", 0.0))  # likewise: from such a run the next learned update sets it
         self.cost.load_state_dict(state["cost"])
         # Checkpoints from before the anchor existed: the next update's batch and lr become it.
         reference = state.get("reference")
