@@ -10,10 +10,10 @@ counts more updates per agent step than one at a large batch.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
+from run_tables import goals_met, summary  # beside this script: one reader of summary.json's goals
 
 from rlscale.rundir.events import read_scalars
 
@@ -28,8 +28,10 @@ def main() -> None:
     p.add_argument("runs", type=Path, nargs="+")
     args = p.parse_args()
     for run in args.runs:
-        goals = json.loads((run / "summary.json").read_text()).get("goals", {})
-        at = next((v["agent_steps"] for k, v in goals.items() if float(k) == args.goal), None)
+        saved = summary(run)
+        if saved is None:
+            raise SystemExit(f"{run}: no summary.json")
+        at = next((steps for k, (steps, _) in goals_met(saved).items() if float(k) == args.goal), None)
         if at is None:
             print(f"{run.name} did not reach {args.goal:g}")
             continue
