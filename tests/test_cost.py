@@ -87,6 +87,81 @@ def test_the_model_follows_a_machine_that_changes():
     assert model.fit.per_observation == pytest.approx(0.0001, rel=1e-6)
 
 
+# A MinAtar Breakout run's machine: T(B) = 10 ms + 0.044 ms x B (research/data/auto-study-2026-12-06-xeon-amx-167/).
+A_BREAKOUT, B_BREAKOUT = 0.010, 0.000044
+
+
+def test_a_size_timed_under_passing_load_is_left_out_of_the_fit():
+    """2,560 timed while other programs ran (2.2x slow), then 1,280 and 640 on a quiet machine: the line through
+    all three has no intercept; the one through the quiet sizes is the machine's."""
+    def timed(outlier_factor: float) -> CostModel:
+        model = CostModel(outlier_factor=outlier_factor)
+        for batch, n, load in ((2560, 10, 2.2), (1280, 7, 1.0), (640, 15, 1.0)):
+            for _ in range(n):
+                model.add(batch, (A_BREAKOUT + B_BREAKOUT * batch) * load)
+        return model
+
+    fit = timed(1.5).fit
+    assert fit.left_out == 2560 and fit.unresolved == ""
+    assert fit.overhead == pytest.approx(A_BREAKOUT) and fit.per_observation == pytest.approx(B_BREAKOUT)
+    every_size = timed(math.inf).fit
+    assert every_size.left_out == 0 and every_size.unresolved == "no overhead"
+    # The size the run is at now is never left out: its timings are the machine's as it is.
+    at_2560 = CostModel()
+    for batch, n, load in ((1280, 7, 1.0), (640, 15, 1.0), (2560, 10, 2.2)):
+        for _ in range(n):
+            at_2560.add(batch, (A_BREAKOUT + B_BREAKOUT * batch) * load)
+    assert at_2560.fit.left_out == 0 and at_2560.fit.unresolved == "no overhead"
+
+
+def test_a_left_out_size_is_timed_afresh_on_return_and_kept_if_still_off_the_line():
+    def machine(batch: float) -> float:
+        return A_BREAKOUT + B_BREAKOUT * batch
+
+    model = CostModel()
+    for batch, n, load in ((2560, 10, 2.2), (1280, 7, 1.0), (640, 15, 1.0)):
+        for _ in range(n):
+            model.add(batch, machine(batch) * load)
+    assert model.fit.left_out == 2560
+    model.add(2560, machine(2560))  # back at 2,560, the load gone: the old timings go
+    assert len(model.timings[2560]) == 1 and model.retimed == {2560}
+    for _ in range(4):
+        model.add(2560, machine(2560))
+    assert model.fit.left_out == 0 and model.fit.overhead == pytest.approx(A_BREAKOUT)
+    # Re-timed and still off the line (the machine is like that): not left out again, once it is left behind too.
+    slow = CostModel()
+    for batch, n, load in ((2560, 10, 2.2), (1280, 7, 1.0), (640, 15, 1.0), (2560, 5, 2.2), (640, 5, 1.0)):
+        for _ in range(n):
+            slow.add(batch, machine(batch) * load)
+    assert slow.retimed == {2560} and slow.fit.left_out == 0 and slow.fit.unresolved == "no overhead"
+    resumed = CostModel()
+    resumed.load_state_dict(slow.state_dict())
+    assert resumed.retimed == {2560} and resumed.fit == slow.fit
+
+
+def test_auto_after_a_load_burst_at_its_start_does_not_probe_down_one_factor_a_cooldown():
+    """auto from 512 envs (2,560 observations) whose first size ran 2.2x slow: without leaving that size out, its
+    line had no intercept after every probe and it fell one factor per cool-down, to 8 envs here."""
+    def lowest_envs(outlier_factor: float | None = None) -> int:
+        c = auto(min_envs=4, max_envs=512, cooldown=5000)
+        if outlier_factor is not None:  # else the default cost model's
+            c.cost = CostModel(outlier_factor=outlier_factor)
+        n_envs, lowest, settled = 512, 512, False
+        for _ in range(600):
+            batch = n_envs * c.observations_per_env
+            if settled:  # the trainer leaves out the first update on a resized pool
+                c.cost.add(batch, (A_BREAKOUT + B_BREAKOUT * batch) * (2.2 if n_envs == 512 else 1.0))
+            decision = c.step(n_envs, 2000.0, batch, 7e-4)
+            settled = decision.n_envs == n_envs
+            n_envs = decision.n_envs
+            lowest = min(lowest, n_envs)
+        return lowest
+
+    # B* = sqrt(227 x 2,000) = 674 observations, 135 envs: it probes 128 (640 observations) and stays.
+    assert lowest_envs() == 128
+    assert lowest_envs(math.inf) <= 8
+
+
 def test_optimal_batch_and_speedup_by_hand():
     """The issue's worked example: a = 52 ms, b = 0.47 ms, r ~ 110; Bn = 2,700 at a fixed 80."""
     fit = Fit(0.052, 0.00047)

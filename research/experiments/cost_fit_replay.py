@@ -1,7 +1,7 @@
 """How much the cost model's fitted exchange rate r = a/b swings within a run, for several fit widths.
 
-    python benchmarks/cost_fit_replay.py "runs/rep/*/*" [--sizes-kept 4 8 16 0]
-    python benchmarks/cost_fit_replay.py "runs/fit/bo-auto-*/*" --logged
+    python research/experiments/cost_fit_replay.py "runs/rep/*/*" [--sizes-kept 4 8 16 0] [--outlier-factors 1.5 inf]
+    python research/experiments/cost_fit_replay.py "runs/fit/bo-auto-*/*" --logged
 
 --logged reads instead what the runs' own fit logged (`batch/exchange_rate` where
 0 < r < 10^5, and `batch/target`): the median over runs of each one's 90th over
@@ -14,8 +14,10 @@ trainer leaves it out, and reads the fit after every update. The run's path stay
 the one its own fit chose: this measures the fit's noise on real timings, not what
 `auto` would have done with it. Prints, per width, the median (and 75th percentile)
 over runs of r's 10th-90th percentile spread within a run, how many runs had
->= 10 % of their fits unresolved (no overhead or no slope), and the range of the
-runs' median r. Runs with fixed batches or fewer than 100 updates are skipped.
+>= 10 % of their fits unresolved (no overhead or no slope), the range of the
+runs' median r, and (per ``--outlier-factors``; inf: none left out) the share of fits
+that left one size out as off the line through the others, with the runs that did so
+in >= 10 % of their fits. Runs with fixed batches or fewer than 100 updates are skipped.
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ from rlscale.control.cost import CostModel
 from rlscale.rundir.events import read_scalars
 
 
-def replay(batches: np.ndarray, seconds: np.ndarray, sizes_kept: int) -> tuple[np.ndarray, float]:
-    """The fitted r after each update (resolved fits only), and the share of fits left unresolved."""
-    model = CostModel(sizes_kept=sizes_kept or 10**9)
-    rates, unresolved, fitted, previous = [], 0, 0, None
+def replay(batches: np.ndarray, seconds: np.ndarray, sizes_kept: int,
+           outlier_factor: float = 1.5) -> tuple[np.ndarray, float, float]:
+    """The fitted r after each update (resolved fits only), and the shares of fits left unresolved and of
+    fits that left a size out."""
+    model = CostModel(sizes_kept=sizes_kept or 10**9, outlier_factor=outlier_factor)
+    rates, unresolved, left_out, fitted, previous = [], 0, 0, 0, None
     for batch, time in zip(batches, seconds, strict=True):
         if batch == previous:  # the first update at a new size ran on a pool just resized
             model.add(float(batch), float(time))
@@ -42,11 +46,12 @@ def replay(batches: np.ndarray, seconds: np.ndarray, sizes_kept: int) -> tuple[n
         if fit is None:
             continue
         fitted += 1
+        left_out += fit.left_out > 0
         if fit.unresolved:
             unresolved += 1
         else:
             rates.append(fit.exchange_rate)
-    return np.array(rates), unresolved / max(fitted, 1)
+    return np.array(rates), unresolved / max(fitted, 1), left_out / max(fitted, 1)
 
 
 def spread(values: np.ndarray) -> float:
@@ -78,6 +83,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", help="a glob of run directories (quote it)")
     parser.add_argument("--sizes-kept", type=int, nargs="+", default=[4, 8, 16, 0])
+    parser.add_argument("--outlier-factors", type=float, nargs="+", default=[1.5],
+                        help="CostModel.outlier_factor values to replay with (inf: every size fitted)")
     parser.add_argument("--logged", action="store_true", help="the spread of the runs' own logged r and target")
     args = parser.parse_args()
     if args.logged:
@@ -98,16 +105,20 @@ def main() -> None:
     if not runs:
         raise SystemExit(f"error: no auto runs with update times under {args.runs}")
     for kept in args.sizes_kept:
-        spreads, shares, medians = [], [], []
-        for batches, seconds in runs:
-            rates, share = replay(batches, seconds, kept)
-            shares.append(share)
-            if len(rates) > 10:
-                spreads.append(np.percentile(rates, 90) / np.percentile(rates, 10))
-                medians.append(np.median(rates))
-        print(f"sizes kept {kept or 'all'}: {len(runs)} runs; r's 10th-90th spread within a run, median "
-              f"{np.median(spreads):.2f}x (75th pct {np.percentile(spreads, 75):.2f}x); runs with >= 10 % of fits "
-              f"unresolved: {sum(s >= 0.1 for s in shares)}; runs' median r {min(medians):.0f}-{max(medians):.0f}")
+        for factor in args.outlier_factors:
+            spreads, shares, left, medians = [], [], [], []
+            for batches, seconds in runs:
+                rates, share, left_share = replay(batches, seconds, kept, factor)
+                shares.append(share)
+                left.append(left_share)
+                if len(rates) > 10:
+                    spreads.append(np.percentile(rates, 90) / np.percentile(rates, 10))
+                    medians.append(np.median(rates))
+            print(f"sizes kept {kept or 'all'}, outlier factor {factor:g}: {len(runs)} runs; r's 10th-90th spread "
+                  f"within a run, median {np.median(spreads):.2f}x (75th pct {np.percentile(spreads, 75):.2f}x); runs "
+                  f"with >= 10 % of fits unresolved: {sum(s >= 0.1 for s in shares)}; runs' median r "
+                  f"{min(medians):.0f}-{max(medians):.0f}; fits with a size left out {np.mean(left):.1%} (runs with "
+                  f">= 10 %: {sum(s >= 0.1 for s in left)})")
 
 
 if __name__ == "__main__":

@@ -168,7 +168,8 @@ class BatchController:
             target = optimal_batch(fit, critical)
             gain = predicted_speedup(fit, current, critical) - 1.0
             why = (f"B* = sqrt(r {fit.exchange_rate:,.0f} x {self._signal_text(noise_scale)}) = {target:,.0f}, "
-                   f"{gain:.0%} faster (T = {1e3 * fit.overhead:.0f} ms + {1e3 * fit.per_observation:.3f} ms x batch)")
+                   f"{gain:.0%} faster (T = {1e3 * fit.overhead:.0f} ms + {1e3 * fit.per_observation:.3f} ms x batch"
+                   + (f", {fit.left_out:,.0f}'s timings left out: off the line)" if fit.left_out else ")"))
         else:
             target = target_batch(self.cfg.batch, critical, self.cfg.r)
             why = f"target batch {target:,.0f}"

@@ -16,6 +16,18 @@ few nearby sizes of its last resizes, and still dropping sizes a run left
 long ago, so it follows a machine or cluster whose speed changes. It is
 identified once two sizes at least ``min_spread`` apart have enough timings
 each.
+
+One size whose median lies more than ``outlier_factor`` off the line through
+the others is left out of the fit, unless it is the size the run is at now: a
+few seconds of load while a size was timed (another program starting, a
+report script) leave that size's median twice too high for as long as the
+run keeps it, and one such size at the end of the range bends the whole line.
+On MinAtar Breakout from 2,560 observations, 2,560's median read 277 ms
+where the line through 1,280 and 640 put it at 127 ms; the line then had no
+intercept, and ``auto`` probed one factor down after every cool-down, from
+512 environments to 4 (docs/batch-control.md). A size left out loses its old
+timings when the run returns to it and is timed afresh; if it is off the line
+again then, the machine is like that, and it is never left out again.
 """
 
 from __future__ import annotations
@@ -34,6 +46,7 @@ class Fit:
     # when its intercept fell at or below 0 (B* = 0); "no slope" when time did not grow with the
     # batch (B* unbounded). Either comes from a few noisy medians, not from a machine.
     unresolved: str = ""
+    left_out: float = 0.0  # the batch size whose timings lay off the line through the others (0: none)
 
     @property
     def exchange_rate(self) -> float:
@@ -76,7 +89,11 @@ class CostModel:
     # sixteen 1.7x, every size seen 1.5x (docs/results.md, 2026-11-26).
     sizes_kept: int = 16
     min_spread: float = 1.25  # identified once the largest fitted size is this factor above the smallest
+    # One size whose median is this factor off the line through the others is left out (inf: none is).
+    outlier_factor: float = 1.5
     timings: OrderedDict[float, deque[float]] = field(default_factory=OrderedDict)
+    # Sizes left out once and timed afresh on a return: their timings are the machine's, never left out again.
+    retimed: set[float] = field(default_factory=set)
     # The last fit, as (fit,), until the timings change: the training loop reads it several times an
     # update (the controller, the logged a and b, the cluster clock), each a median per batch size.
     _fitted: tuple[Fit | None] | None = field(default=None, init=False, repr=False, compare=False)
@@ -85,6 +102,10 @@ class CostModel:
         """One update's time (collection and learning; not logging or checkpoints)."""
         if not (batch > 0 and math.isfinite(seconds) and seconds > 0):
             return
+        returning = bool(self.timings) and next(reversed(self.timings)) != batch
+        if returning and batch in self.timings and self.fit is not None and self.fit.left_out == batch:
+            del self.timings[batch]  # timed under a load that has passed, or the machine is like that: time it again
+            self.retimed.add(batch)
         self._fitted = None
         times = self.timings.pop(batch, None) or deque(maxlen=self.window)
         times.append(seconds)
@@ -111,7 +132,26 @@ class CostModel:
         return self._fitted[0]
 
     def _fit(self) -> Fit | None:
+        """The line through every size's median, or through all but the one far off the line of the others."""
         pts = self.points()
+        line = self._line(pts)
+        if len(pts) < 3 or not math.isfinite(self.outlier_factor):
+            return line
+        current = next(reversed(self.timings))
+        worst, worst_off = None, math.log(self.outlier_factor)
+        for i, (batch, seconds, _) in enumerate(pts):
+            if batch == current or batch in self.retimed:
+                continue
+            rest = self._line(pts[:i] + pts[i + 1:])
+            if rest is None or rest.unresolved:
+                continue
+            off = abs(math.log(seconds / rest.seconds(batch)))
+            if off > worst_off:
+                worst, worst_off = Fit(rest.overhead, rest.per_observation, left_out=batch), off
+        return worst or line
+
+    def _line(self, pts: list[tuple[float, float, int]]) -> Fit | None:
+        """The weighted least-squares line through ``pts``' medians (weights: the square root of their timings)."""
         if len(pts) < 2 or max(p[0] for p in pts) < self.min_spread * min(p[0] for p in pts):
             return None
         w = [math.sqrt(n) for _, _, n in pts]
@@ -129,8 +169,9 @@ class CostModel:
         return Fit(overhead, slope)
 
     def state_dict(self) -> dict[str, list]:
-        return {"timings": [[b, list(t)] for b, t in self.timings.items()]}
+        return {"timings": [[b, list(t)] for b, t in self.timings.items()], "retimed": sorted(self.retimed)}
 
     def load_state_dict(self, state: dict[str, list]) -> None:
         self.timings = OrderedDict((float(b), deque(t, maxlen=self.window)) for b, t in state["timings"])
+        self.retimed = {float(b) for b in state.get("retimed", [])}  # absent from checkpoints before 2026-12-07
         self._fitted = None

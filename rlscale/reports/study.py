@@ -161,7 +161,8 @@ def fixed_runs_cost(runs: list[RunRecord]) -> Fit | None:
     """T(B) = a + b*B through the fixed runs' median update times, per optimizer batch (a sweep's
     runs share one load); None with fewer than two batch sizes or without update times."""
     fixed = [r for r in runs if r.cfg.control.batch == "fixed" and tags.UPDATE_SECONDS in r.scalars]
-    model = CostModel(window=len(fixed) + 1, min_samples=1, sizes_kept=len(fixed) + 1)
+    # Every fixed run counts: they ran side by side, and none is the size a run is at now.
+    model = CostModel(window=len(fixed) + 1, min_samples=1, sizes_kept=len(fixed) + 1, outlier_factor=math.inf)
     for run in fixed:
         model.add(float(optimizer_batch(run)), float(np.median(run.scalars[tags.UPDATE_SECONDS][1])))
     return model.fit
