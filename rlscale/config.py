@@ -160,6 +160,10 @@ class ControlConfig:
     # to the top goal (docs/batch-control.md#auto-with-a-learning-floor).
     learning_floor: bool = opt(False, "auto on one machine: after the run's learning line, never shrink below the "
                                "batch it had at that line (the cost model's probes excepted)")
+    # Off by default: 1.5 kept runs whose first size was timed under load from falling to 4 envs, but on quiet runs from
+    # 80 it left out a real size and took 1.57x the time (docs/batch-control.md#how-auto-decides).
+    cost_outlier_factor: float = opt(math.inf, "auto: leave out of the cost model's fit one batch size whose median "
+                                     "update time lies this factor off the line through the others (inf: fit all)")
     # Off: the probe's batch was picked to time the cost model, not by the estimate;
     # moving on at once measured as fast or faster on all three study tasks (docs/results.md).
     probe_cooldown: bool = opt(False, "auto: wait the cool-down before and after the probe resize too (default: "
@@ -417,6 +421,8 @@ class Config:
         if not all(math.isfinite(v) for v in (c.hysteresis, c.max_resize_factor, c.max_shrink_factor)) or (
                 c.hysteresis < 1.0 or c.max_resize_factor <= 1.0 or c.max_shrink_factor <= 1.0):
             raise UserError("hysteresis must be >= 1, and max_resize_factor and max_shrink_factor > 1")
+        if not c.cost_outlier_factor > 1.0:
+            raise UserError(f"cost_outlier_factor must be > 1 (inf: fit every batch size), not {c.cost_outlier_factor:g}")
         if c.batch == "auto" and c.hysteresis >= c.max_resize_factor:
             # auto's probes move the batch by one max_resize_factor to time a second size; a move
             # that stays inside the hysteresis band is never made, so the cost model would never fit.

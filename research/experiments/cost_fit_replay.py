@@ -15,9 +15,9 @@ the one its own fit chose: this measures the fit's noise on real timings, not wh
 `auto` would have done with it. Prints, per width, the median (and 75th percentile)
 over runs of r's 10th-90th percentile spread within a run, how many runs had
 >= 10 % of their fits unresolved (no overhead or no slope), the range of the
-runs' median r, and (per ``--outlier-factors``; inf: none left out) the share of fits
-that left one size out as off the line through the others, with the runs that did so
-in >= 10 % of their fits. Runs with fixed batches or fewer than 100 updates are skipped.
+runs' median r, and (per ``--outlier-factors``; inf: none left out) the mean over runs
+of a run's share of fits that left one size out as off the line through the others,
+with the runs that did so in >= 10 % of their fits. Runs with fixed batches or fewer than 100 updates are skipped.
 """
 
 from __future__ import annotations
@@ -117,8 +117,8 @@ def main() -> None:
             print(f"sizes kept {kept or 'all'}, outlier factor {factor:g}: {len(runs)} runs; r's 10th-90th spread "
                   f"within a run, median {np.median(spreads):.2f}x (75th pct {np.percentile(spreads, 75):.2f}x); runs "
                   f"with >= 10 % of fits unresolved: {sum(s >= 0.1 for s in shares)}; runs' median r "
-                  f"{min(medians):.0f}-{max(medians):.0f}; fits with a size left out {np.mean(left):.1%} (runs with "
-                  f">= 10 %: {sum(s >= 0.1 for s in left)})")
+                  f"{min(medians):.0f}-{max(medians):.0f}; a run's share of fits with a size left out, mean over runs "
+                  f"{np.mean(left):.1%} (runs with >= 10 %: {sum(s >= 0.1 for s in left)})")
 
 
 if __name__ == "__main__":

@@ -131,6 +131,7 @@ class BatchController:
 
     def __post_init__(self) -> None:
         # The elastic cluster auto chooses for (--cluster-nodes), None for this machine.
+        self.cost.outlier_factor = self.cfg.cost_outlier_factor
         self.cluster = (ElasticCluster(self.cfg.cluster_nodes, self.cfg.cluster_node_envs * self.observations_per_env,
                                        self.cfg.cluster_round_trip) if self.cfg.cluster_nodes > 0 else None)
 
@@ -158,18 +159,19 @@ class BatchController:
         if self.cfg.batch == "auto" and fit.unresolved:
             return self._probe_unresolved(n_envs, noise_scale, current, lr, fit.unresolved, ceiling)
         critical = self.critical_batch(noise_scale)
+        left_out = f"; {fit.left_out:,.0f}'s timings left out: off the line" if fit is not None and fit.left_out else ""
         gain = 0.0
         if self.cfg.batch == "auto" and self.cluster is not None:
             target = cluster_batch(fit, self.cluster, critical, self.cfg.cluster_slack, self._candidates())
             gain = math.inf  # the node-hours it saves or the time it wins: min_gain weighs one machine's time
             why = (f"on up to {self.cluster.max_nodes} nodes, {target:,.0f} is within {self.cfg.cluster_slack:.0%} "
-                   f"of the fastest batch at the fewest node-hours ({self._signal_text(noise_scale)})")
+                   f"of the fastest batch at the fewest node-hours ({self._signal_text(noise_scale)}{left_out})")
         elif self.cfg.batch == "auto":
             target = optimal_batch(fit, critical)
             gain = predicted_speedup(fit, current, critical) - 1.0
             why = (f"B* = sqrt(r {fit.exchange_rate:,.0f} x {self._signal_text(noise_scale)}) = {target:,.0f}, "
                    f"{gain:.0%} faster (T = {1e3 * fit.overhead:.0f} ms + {1e3 * fit.per_observation:.3f} ms x batch"
-                   + (f", {fit.left_out:,.0f}'s timings left out: off the line)" if fit.left_out else ")"))
+                   f"{left_out})")
         else:
             target = target_batch(self.cfg.batch, critical, self.cfg.r)
             why = f"target batch {target:,.0f}"

@@ -17,17 +17,22 @@ long ago, so it follows a machine or cluster whose speed changes. It is
 identified once two sizes at least ``min_spread`` apart have enough timings
 each.
 
-One size whose median lies more than ``outlier_factor`` off the line through
-the others is left out of the fit, unless it is the size the run is at now: a
-few seconds of load while a size was timed (another program starting, a
-report script) leave that size's median twice too high for as long as the
-run keeps it, and one such size at the end of the range bends the whole line.
-On MinAtar Breakout from 2,560 observations, 2,560's median read 277 ms
-where the line through 1,280 and 640 put it at 127 ms; the line then had no
-intercept, and ``auto`` probed one factor down after every cool-down, from
-512 environments to 4 (docs/batch-control.md). A size left out loses its old
-timings when the run returns to it and is timed afresh; if it is off the line
-again then, the machine is like that, and it is never left out again.
+With ``outlier_factor`` set (the default, inf, fits every size; the controller
+takes ``cost_outlier_factor``), one size whose median lies more than it off the line through
+the others is left out of the fit, unless the run is at it (or has just left
+it while its new size has too few timings): a few seconds of load while a
+size was timed (another program starting, a report script) leave that
+size's median twice too high for as long as the model keeps it, and one such
+size at the end of the range bends the whole line. On MinAtar Breakout from
+2,560 observations, 2,560's median read 277 ms where the line through 1,280
+and 640 put it at 127 ms; the line then had no intercept, and ``auto`` probed
+one factor down after every cool-down, from 512 environments to 4
+(docs/batch-control.md#how-auto-decides). When the run returns to the size
+the fit leaves out, its old timings go and it is timed afresh; from then on
+it is never left out, off the line or not (the machine may be like that),
+until it drops out of the sizes kept. It is off by default: on quiet runs
+from 80 observations it left out a 40-observation size that is slower than
+80 on a 2-core Xeon, and the runs took 1.57x the time to the top goal.
 """
 
 from __future__ import annotations
@@ -89,8 +94,8 @@ class CostModel:
     # sixteen 1.7x, every size seen 1.5x (docs/results.md, 2026-11-26).
     sizes_kept: int = 16
     min_spread: float = 1.25  # identified once the largest fitted size is this factor above the smallest
-    # One size whose median is this factor off the line through the others is left out (inf: none is).
-    outlier_factor: float = 1.5
+    # One size whose median is this factor off the line through the others is left out (inf, the default: none is).
+    outlier_factor: float = math.inf
     timings: OrderedDict[float, deque[float]] = field(default_factory=OrderedDict)
     # Sizes left out once and timed afresh on a return: their timings are the machine's, never left out again.
     retimed: set[float] = field(default_factory=set)
@@ -112,6 +117,7 @@ class CostModel:
         self.timings[batch] = times  # most recently seen last
         while len(self.timings) > self.sizes_kept:
             self.timings.popitem(last=False)
+        self.retimed &= set(self.timings)  # a size timed again after it dropped out is a new size
 
     def points(self) -> list[tuple[float, float, int]]:
         """(batch, median seconds, timings) of every batch size with enough timings."""
@@ -125,7 +131,7 @@ class CostModel:
         or below zero as one observation costing a millionth of the overhead (r = 10^6).
         Both are marked ``unresolved``: the controller does not move toward a B* the
         timings' noise may have put there (it times one smaller batch on the first,
-        one larger on the second).
+        one larger on the second). ``left_out`` names the size a fit leaves out.
         """
         if self._fitted is None:
             self._fitted = (self._fit(),)
@@ -137,10 +143,11 @@ class CostModel:
         line = self._line(pts)
         if len(pts) < 3 or not math.isfinite(self.outlier_factor):
             return line
-        current = next(reversed(self.timings))
+        # The size the run is at, and the last one fitted while the run's new size gathers its first timings.
+        current = (next(reversed(self.timings)), pts[-1][0])
         worst, worst_off = None, math.log(self.outlier_factor)
         for i, (batch, seconds, _) in enumerate(pts):
-            if batch == current or batch in self.retimed:
+            if batch in current or batch in self.retimed:
                 continue
             rest = self._line(pts[:i] + pts[i + 1:])
             if rest is None or rest.unresolved:
@@ -173,5 +180,6 @@ class CostModel:
 
     def load_state_dict(self, state: dict[str, list]) -> None:
         self.timings = OrderedDict((float(b), deque(t, maxlen=self.window)) for b, t in state["timings"])
-        self.retimed = {float(b) for b in state.get("retimed", [])}  # absent from checkpoints before 2026-12-07
+        # Absent from checkpoints saved before 2026-12-07.
+        self.retimed = {float(b) for b in state.get("retimed", [])} & set(self.timings)
         self._fitted = None
