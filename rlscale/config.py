@@ -160,8 +160,8 @@ class ControlConfig:
     # to the top goal (docs/batch-control.md#auto-with-a-learning-floor).
     learning_floor: bool = opt(False, "auto on one machine: after the run's learning line, never shrink below the "
                                "batch it had at that line (the cost model's probes excepted)")
-    # Off by default: 1.5 kept runs whose first size was timed under load from falling to 4 envs, but on quiet runs from
-    # 80 it left out a real size and took 1.57x the time (docs/batch-control.md#how-auto-decides).
+    # Off by default: under load at the start 1.5 kept most runs from falling to 4 envs (<= 16 before learning: 2 of 10
+    # runs, against 8), but quiet runs from 80 took 1.67x the time (docs/batch-control.md#how-auto-decides).
     cost_outlier_factor: float = opt(math.inf, "auto: leave out of the cost model's fit one batch size whose median "
                                      "update time lies this factor off the line through the others (inf: fit all)")
     # Off: the probe's batch was picked to time the cost model, not by the estimate;
