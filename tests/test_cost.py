@@ -116,6 +116,22 @@ def test_a_size_timed_under_passing_load_is_left_out_of_the_fit():
     assert at_2560.fit.left_out == 0 and at_2560.fit.unresolved == "no overhead"
 
 
+def test_only_the_largest_size_and_only_above_the_line_is_left_out():
+    """Load on the smallest size raises the line's intercept, which grows the batch: that size is fitted (runs from 80
+    whose 40-observation probe sat above the line through 80 and 160 were slower when it was left out)."""
+    def fitted(sizes: tuple[tuple[int, float], ...]) -> Fit:
+        model = CostModel(outlier_factor=1.5)
+        for batch, load in sizes:
+            for _ in range(10):
+                model.add(batch, (A_BREAKOUT + B_BREAKOUT * batch) * load)
+        return model.fit
+
+    assert fitted(((40, 2.2), (80, 1.0), (160, 1.0), (320, 1.0))).left_out == 0  # the smallest, above the line
+    assert fitted(((1280, 0.5), (640, 1.0), (320, 1.0), (160, 1.0))).left_out == 0  # the largest, below it
+    assert fitted(((1280, 2.2), (640, 1.0), (320, 1.0), (160, 1.0))).left_out == 1280
+    assert fitted(((1280, 1.4), (640, 1.0), (320, 1.0), (160, 1.0))).left_out == 0  # within the factor
+
+
 def test_a_left_out_size_is_timed_afresh_on_return_and_kept_if_still_off_the_line():
     def machine(batch: float) -> float:
         return A_BREAKOUT + B_BREAKOUT * batch

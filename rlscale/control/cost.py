@@ -18,8 +18,8 @@ identified once two sizes at least ``min_spread`` apart have enough timings
 each.
 
 With ``outlier_factor`` set (the default, inf, fits every size; the controller
-takes ``cost_outlier_factor``), one size whose median lies more than it off the line through
-the others is left out of the fit, unless the run is at it (or has just left
+takes ``cost_outlier_factor``), the largest size, where its median lies more than it above the line through
+the others, is left out of the fit, unless the run is at it (or has just left
 it while its new size has too few timings): a few seconds of load while a
 size was timed (another program starting, a report script) leave that
 size's median twice too high for as long as the model keeps it, and one such
@@ -30,10 +30,8 @@ one factor down after every cool-down, from 512 environments to 4
 (docs/batch-control.md#how-auto-decides). When the run returns to the size
 the fit leaves out, its old timings go and it is timed afresh; from then on
 it is never left out, off the line or not (the machine may be like that),
-until it drops out of the sizes kept. It is off by default: on quiet runs
-from 80 observations, whose 40-observation probe lies above the line through
-80 and 160 on a 2-core Xeon, the runs took 1.67x the time to the top goal on
-the seeds its rule judged (1.57x over ten seeds, interval 0.91-2.02x).
+until it drops out of the sizes kept. It is off by default (``_fit`` says why
+only the largest size).
 """
 
 from __future__ import annotations
@@ -139,24 +137,24 @@ class CostModel:
         return self._fitted[0]
 
     def _fit(self) -> Fit | None:
-        """The line through every size's median, or through all but the one far off the line of the others."""
+        """The line through every size's median, or through all but the largest where that lies far above the line
+        of the others. Only the largest: load there lowers the line's intercept, and a line with none probes down one
+        factor per cool-down; load on the smallest raises it, which grows the batch and times new sizes. Leaving out
+        any size far off the line left out the 40-observation probe of runs from 80, which is above the line through
+        80 and 160 on a 2-core Xeon, and those runs took 1.67x the time (docs/batch-control.md#how-auto-decides)."""
         pts = self.points()
         line = self._line(pts)
         if len(pts) < 3 or not math.isfinite(self.outlier_factor):
             return line
-        # The size the run is at, and the last one fitted while the run's new size gathers its first timings.
-        current = (next(reversed(self.timings)), pts[-1][0])
-        worst, worst_off = None, math.log(self.outlier_factor)
-        for i, (batch, seconds, _) in enumerate(pts):
-            if batch in current or batch in self.retimed:
-                continue
-            rest = self._line(pts[:i] + pts[i + 1:])
-            if rest is None or rest.unresolved:
-                continue
-            off = abs(math.log(seconds / rest.seconds(batch)))
-            if off > worst_off:
-                worst, worst_off = Fit(rest.overhead, rest.per_observation, left_out=batch), off
-        return worst or line
+        i = max(range(len(pts)), key=lambda j: pts[j][0])
+        batch, seconds, _ = pts[i]
+        # Not the size the run is at, nor the last one fitted while the run's new size gathers its first timings.
+        if batch in (next(reversed(self.timings)), pts[-1][0]) or batch in self.retimed:
+            return line
+        rest = self._line(pts[:i] + pts[i + 1:])
+        if rest is None or rest.unresolved or seconds <= self.outlier_factor * rest.seconds(batch):
+            return line
+        return Fit(rest.overhead, rest.per_observation, left_out=batch)
 
     def _line(self, pts: list[tuple[float, float, int]]) -> Fit | None:
         """The weighted least-squares line through ``pts``' medians (weights: the square root of their timings)."""
