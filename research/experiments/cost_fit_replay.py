@@ -17,10 +17,11 @@ over runs of r's 10th-90th percentile spread within a run, how many runs had
 >= 10 % of their fits unresolved (no overhead or no slope), the range of the
 runs' median r, and (per ``--outlier-factors``; inf: none left out) the mean over runs
 of a run's share of fits that left one size out as off the line through the others,
-with the runs that did so in >= 10 % of their fits. ``--outlier-when`` replays narrower rules for leaving a size out: ``always``
-(CostModel's), ``unresolved`` (only while the line through every size has no intercept or no slope), ``four``
-(only with four or more sizes fitted), ``top`` (only the largest size fitted, and only above the line: load
-there lowers the intercept, and the line with no intercept probes down, where load on the smallest size raises it). Runs with fixed batches or fewer than 100 updates are skipped.
+with the runs that did so in >= 10 % of their fits. ``--outlier-when`` replays rules for leaving a size out: ``largest``
+(CostModel's since ddb793f: only the largest size fitted, and only above the line), ``any`` (c551f82's: any size
+but the current one; the replay of 2026-12-07 06:12 called it ``always``, and ``largest`` ``top``), and on top of
+``any``: ``unresolved`` (only while the line through every size has no intercept or no slope), ``four`` (only with
+four or more sizes fitted).
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ from rlscale.control.cost import CostModel, Fit
 from rlscale.rundir.events import read_scalars
 
 
-class NarrowerRule(CostModel):
-    """CostModel that leaves a size out only when ``when`` allows it: "unresolved" or "four" (see the docstring)."""
+class OtherRule(CostModel):
+    """CostModel with another rule for leaving a size out: "any" (c551f82's: any size but the current one, off the
+    line either way), and on top of it "unresolved" or "four" (see the docstring)."""
 
     def __init__(self, when: str, **kw) -> None:
         super().__init__(**kw)
@@ -46,30 +48,31 @@ class NarrowerRule(CostModel):
     def _fit(self) -> Fit | None:
         pts = self.points()
         line = self._line(pts)
-        if self.when == "unresolved" and line is not None and not line.unresolved:
+        if len(pts) < 3 or not math.isfinite(self.outlier_factor):
             return line
-        if self.when == "four" and len(pts) < 4:
+        if (self.when == "unresolved" and line is not None and not line.unresolved) or (
+                self.when == "four" and len(pts) < 4):
             return line
-        if self.when == "top":
-            if len(pts) < 3 or not math.isfinite(self.outlier_factor):
-                return line
-            i = max(range(len(pts)), key=lambda j: pts[j][0])
-            batch, seconds, _ = pts[i]
-            if batch in (next(reversed(self.timings)), pts[-1][0]) or batch in self.retimed:
-                return line
+        current = (next(reversed(self.timings)), pts[-1][0])
+        worst, worst_off = None, math.log(self.outlier_factor)
+        for i, (batch, seconds, _) in enumerate(pts):
+            if batch in current or batch in self.retimed:
+                continue
             rest = self._line(pts[:i] + pts[i + 1:])
-            if rest is None or rest.unresolved or seconds <= self.outlier_factor * rest.seconds(batch):
-                return line
-            return Fit(rest.overhead, rest.per_observation, left_out=batch)
-        return super()._fit()
+            if rest is None or rest.unresolved:
+                continue
+            off = abs(math.log(seconds / rest.seconds(batch)))
+            if off > worst_off:
+                worst, worst_off = Fit(rest.overhead, rest.per_observation, left_out=batch), off
+        return worst or line
 
 
 def replay(batches: np.ndarray, seconds: np.ndarray, sizes_kept: int,
-           outlier_factor: float = 1.5, when: str = "always") -> tuple[np.ndarray, float, float]:
+           outlier_factor: float = 1.5, when: str = "largest") -> tuple[np.ndarray, float, float]:
     """The fitted r after each update (resolved fits only), and the shares of fits left unresolved and of
     fits that left a size out."""
     kw = dict(sizes_kept=sizes_kept or 10**9, outlier_factor=outlier_factor)
-    model = CostModel(**kw) if when == "always" else NarrowerRule(when, **kw)
+    model = CostModel(**kw) if when == "largest" else OtherRule(when, **kw)
     rates, unresolved, left_out, fitted, previous = [], 0, 0, 0, None
     for batch, time in zip(batches, seconds, strict=True):
         if batch == previous:  # the first update at a new size ran on a pool just resized
@@ -118,8 +121,8 @@ def main() -> None:
     parser.add_argument("--sizes-kept", type=int, nargs="+", default=[4, 8, 16, 0])
     parser.add_argument("--outlier-factors", type=float, nargs="+", default=[1.5],
                         help="CostModel.outlier_factor values to replay with (inf: every size fitted)")
-    parser.add_argument("--outlier-when", choices=("always", "unresolved", "four", "top"), default="always",
-                        help="when a size may be left out (always: CostModel's rule)")
+    parser.add_argument("--outlier-when", choices=("largest", "any", "unresolved", "four"), default="largest",
+                        help="when a size may be left out (largest: CostModel's rule since ddb793f)")
     parser.add_argument("--logged", action="store_true", help="the spread of the runs' own logged r and target")
     args = parser.parse_args()
     if args.logged:
