@@ -162,8 +162,9 @@ class ControlConfig:
                                "batch it had at that line (the cost model's probes excepted)")
     # Off by default: under load at the start 1.5 kept most runs from falling to 4 envs (<= 16 before learning: 2 of 10
     # runs, against 8), but quiet runs from 80 took 1.67x the time (docs/batch-control.md#how-auto-decides).
-    cost_outlier_factor: float = opt(math.inf, "auto: leave out of the cost model's fit one batch size whose median "
-                                     "update time lies this factor off the line through the others (inf: fit all)")
+    cost_outlier_factor: float = opt(math.inf, "auto: leave out of the cost model's fit the largest batch size where "
+                                     "its median update time lies this factor above the line through the others "
+                                     "(inf: fit all)")
     # Off: the probe's batch was picked to time the cost model, not by the estimate;
     # moving on at once measured as fast or faster on all three study tasks (docs/results.md).
     probe_cooldown: bool = opt(False, "auto: wait the cool-down before and after the probe resize too (default: "

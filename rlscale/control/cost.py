@@ -50,7 +50,7 @@ class Fit:
     # when its intercept fell at or below 0 (B* = 0); "no slope" when time did not grow with the
     # batch (B* unbounded). Either comes from a few noisy medians, not from a machine.
     unresolved: str = ""
-    left_out: float = 0.0  # the batch size whose timings lay off the line through the others (0: none)
+    left_out: float = 0.0  # the batch size whose timings lay above the line through the others (0: none)
 
     @property
     def exchange_rate(self) -> float:
@@ -93,7 +93,8 @@ class CostModel:
     # sixteen 1.7x, every size seen 1.5x (docs/results.md, 2026-11-26).
     sizes_kept: int = 16
     min_spread: float = 1.25  # identified once the largest fitted size is this factor above the smallest
-    # One size whose median is this factor off the line through the others is left out (inf, the default: none is).
+    # The largest size, where its median is this factor above the line through the others, is left out (inf, the
+    # default: none is).
     outlier_factor: float = math.inf
     timings: OrderedDict[float, deque[float]] = field(default_factory=OrderedDict)
     # Sizes left out once and timed afresh on a return: their timings are the machine's, never left out again.
