@@ -367,6 +367,7 @@ class Config:
         self._check_engine()
         if self.control.signal in tags.METRICS:
             self._check_metric_signal()
+        self._check_signal_measured()
         return self
 
     def _check_ranges(self) -> None:
@@ -509,6 +510,25 @@ class Config:
             why = "the Hessian's cross terms need noise_groups of at least 3"
         if why:
             raise UserError(f"--signal {c.signal} cannot be followed here: {why}")
+
+    def _check_signal_measured(self) -> None:
+        """A controller that follows the noise scale needs it measured: without, it would hold all run long
+        with "no noise-scale estimate"."""
+        n, c = self.noise, self.control
+        if c.batch not in ("auto", "critical", "sqrt"):
+            return
+        why = None
+        if not n.measure_noise:
+            why = "measure_noise is off; turn it on"
+        elif c.signal in ("policy", "value"):  # the loss parts are measured every noise_parts_every updates
+            if self.run.backend != "native":
+                why = "the RLlib backend measures the total loss's B_simple only; use --signal total"
+            elif self.learner.learners > 1:
+                why = "data-parallel learners measure the total loss's B_simple only; use --signal total"
+            elif n.noise_parts_every < 1:
+                why = "noise_parts_every 0 never measures the loss parts; set it to 1 or more"
+        if why:
+            raise UserError(f"--batch {c.batch} follows --signal {c.signal}, which is not measured here: {why}")
 
 
 # The settings with a command-line flag, by concern (a section each): what most runs choose. Every other

@@ -485,6 +485,9 @@ def test_each_decision_names_what_it_did_and_the_progress_note_why_it_holds():
     untimed = auto().step(16, 500.0, 80, 7e-4)  # no cost model yet, and its start not yet timed
     assert untimed.kind == "timing" and untimed.note() == "timing this batch for the cost model"
     assert auto().step(16, None, 80, 7e-4) == Decision(16, 7e-4, None, "no noise-scale estimate", "no estimate")
+    drowned = auto().step(16, None, 80, 7e-4, missing="|G|^2 average <= 0: the noise drowns the gradient")
+    assert drowned.kind == "no estimate"
+    assert drowned.note() == "no noise-scale estimate (|G|^2 average <= 0: the noise drowns the gradient)"
 
 
 def test_auto_with_a_learning_floor_does_not_shrink_below_the_batch_it_learned_at():

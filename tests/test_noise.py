@@ -141,6 +141,25 @@ def test_negative_grad_sq_average_is_missing_not_huge():
     assert zero.b_simple is None  # exactly zero: undefined as well
 
 
+def test_a_missing_noise_scale_says_whether_it_is_none_yet_or_drowned_by_noise():
+    """The two causes a user reads apart on the progress line: no sample taken, and a |G|^2 average <= 0."""
+    ema = NoiseScaleEMA(horizon=1000)
+    assert ema.missing == "none yet"
+    ema.update(NoiseSample(grad_sq=-0.5, trace_sigma=10.0, b_small=10, b_big=40))
+    assert ema.missing == "|G|^2 average <= 0: the noise drowns the gradient"
+    for _ in range(5):
+        ema.update(NoiseSample(grad_sq=1.0, trace_sigma=10.0, b_small=10, b_big=40))
+    assert ema.b_simple is not None and ema.missing == ""
+    traceless = NoiseScaleEMA(horizon=1000)
+    traceless.update(NoiseSample(grad_sq=1.0, trace_sigma=-5.0, b_small=10, b_big=40))
+    assert traceless.b_simple is None and traceless.missing == "tr(Sigma) average <= 0"
+    meter = NoiseMeter(horizon=1000, parts=("total", "hessian"))
+    assert meter.missing("total") == "none yet" and meter.missing("policy") == "not measured"
+    meter.observe(40)
+    meter.record_sample("hessian", NoiseSample(grad_sq=-1.0, trace_sigma=5.0, b_small=10, b_big=40))
+    assert meter.missing("hessian") == "G^T M G or tr(M Sigma) average <= 0"  # curvature, not only noise
+
+
 def test_non_finite_sample_is_ignored():
     ema = NoiseScaleEMA(horizon=1000)
     ema.update(NoiseSample(1.0, 10.0, 10, 40))

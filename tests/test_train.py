@@ -314,6 +314,7 @@ def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):
     # The progress line says why auto holds; the summary, after how many agent steps it did what.
     notes = re.findall(r"lr \S+  \[auto: ([^\]]+)\]", out)
     assert len(notes) >= 2  # the first line's, and the last line's after the run
+    assert "no noise-scale estimate (none yet)" in notes  # the first update's: noise_settle waits 50 steps
     summary = json.loads((run_dir / "summary.json").read_text())
     decided = summary["batch_decisions"]
     assert sum(decided.values()) == summary["agent_steps"]

@@ -136,9 +136,10 @@ class BatchController:
                                        self.cfg.cluster_round_trip) if self.cfg.cluster_nodes > 0 else None)
 
     def step(self, n_envs: int, noise_scale: float | None, observations: float, lr: float,
-             learned: bool = True) -> Decision:
+             learned: bool = True, missing: str = "") -> Decision:
         """Called once per update, after it trained on ``observations``; ``learned``: whether the run has
-        learned anything yet (its return has risen)."""
+        learned anything yet (its return has risen); ``missing``: why ``noise_scale`` is None, if it is
+        (``NoiseMeter.missing``), for the decision's line."""
         self.observations_since_resize += observations
         self.agent_steps += observations
         self.anchor(n_envs, lr)
@@ -149,7 +150,8 @@ class BatchController:
         if self.cfg.batch == "replay":
             return self._replay(n_envs, lr)
         if noise_scale is None or not math.isfinite(noise_scale) or noise_scale <= 0:
-            return Decision(n_envs, lr, None, "no noise-scale estimate", NO_ESTIMATE)
+            return Decision(n_envs, lr, None, f"no noise-scale estimate ({missing})" if missing
+                            else "no noise-scale estimate", NO_ESTIMATE)
         current = n_envs * self.observations_per_env
         fit = self.cost.fit
         # The largest batch it may grow to now: any, once learning shows (or without the hold).

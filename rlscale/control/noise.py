@@ -196,6 +196,15 @@ class NoiseScaleEMA:
         value = self.trace_avg / self.grad_sq_avg
         return value if math.isfinite(value) and value > 0 else None
 
+    @property
+    def missing(self) -> str:
+        """Why ``b_simple`` is None, in words for a progress line; "" when it is defined."""
+        if self.weight <= 0:
+            return "none yet"
+        if self.grad_sq_avg <= 0:
+            return "|G|^2 average <= 0: the noise drowns the gradient"
+        return "" if self.b_simple is not None else "tr(Sigma) average <= 0"
+
     def state_dict(self) -> dict[str, float]:
         return asdict(self)
 
@@ -275,6 +284,16 @@ class NoiseMeter:
         """The noise scale of a signal (``tags.SIGNALS``): a part's B_simple, or a metric's B_P / B_noise."""
         ema = self.emas.get(part)
         return None if ema is None else ema.b_simple
+
+    def missing(self, part: str) -> str:
+        """Why ``b_simple(part)`` is None (``NoiseScaleEMA.missing``); "" when it is defined."""
+        ema = self.emas.get(part)
+        if ema is None:
+            return "not measured"
+        if part in tags.METRICS and ema.weight > 0 and ema.b_simple is None:
+            # G^T M G, not |G|^2: under the Hessian a value <= 0 may be real negative curvature, not noise.
+            return "G^T M G or tr(M Sigma) average <= 0"
+        return ema.missing
 
     def eps_max(self) -> float | None:
         """|G|^2 / G^T H G (eq. 2.6), or None while either is not positive."""

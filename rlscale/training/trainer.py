@@ -124,6 +124,13 @@ class Run:
         return self.engine.noise.b_simple(self.cfg.control.signal)
 
     @property
+    def signal_missing(self) -> str:
+        """Why ``signal`` is None, for the controller's decision line; "" when it is defined."""
+        if not self.cfg.noise.measure_noise:
+            return "measure_noise is off"
+        return self.engine.noise.missing(self.cfg.control.signal)
+
+    @property
     def optimizer_steps(self) -> int:
         """Optimizer steps S so far."""
         return self.engine.optimizer_steps
@@ -315,7 +322,8 @@ def train_loop(run: Run) -> None:
         if run.clock is not None:
             run.clock.tick(result.optimizer_batch)  # what it trained on: new environments may still be starting
 
-        decision = run.controller.step(s.n_envs, run.signal, result.agent_steps, s.base_lr, learned=s.learned)
+        decision = run.controller.step(s.n_envs, run.signal, result.agent_steps, s.base_lr, learned=s.learned,
+                                       missing=run.signal_missing)
         s.batch_decisions[decision.kind] = s.batch_decisions.get(decision.kind, 0) + result.agent_steps
         run.batch_note = "" if cfg.control.batch == "fixed" else f"{cfg.control.batch}: {decision.note()}"
         metrics = dict(result.metrics) | cost_metrics(run, result) | cluster_metrics(run)
