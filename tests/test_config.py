@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import zipfile
@@ -55,6 +56,7 @@ def test_saved_config_round_trips(tmp_path):
 @pytest.mark.parametrize("section, field, ran_with", [("control", "probe_cooldown", True),
                                                       ("control", "min_gain", 0.0),
                                                       ("control", "max_shrink_factor", 2.0),
+                                                      ("control", "cost_outlier_factor", math.inf),
                                                       ("pool", "actor_precision", "fp32"),
                                                       ("noise", "noise_settle", 0)])
 def test_a_config_saved_before_a_field_existed_loads_with_the_behaviour_it_ran(tmp_path, section, field, ran_with):

@@ -172,7 +172,7 @@ def test_the_config_sets_the_cost_models_outlier_factor_and_refuses_one_at_or_be
     c = BatchController(build_config("minatar-breakout", None, {"batch": "auto", "cost_outlier_factor": 2.0}).control,
                         observations_per_env=5, vector_size=4)
     assert c.cost.outlier_factor == 2.0
-    assert BatchController(ControlConfig(), observations_per_env=5, vector_size=4).cost.outlier_factor == math.inf
+    assert BatchController(ControlConfig(), observations_per_env=5, vector_size=4).cost.outlier_factor == 1.5
     with pytest.raises(UserError, match="cost_outlier_factor must be > 1"):
         build_config("minatar-breakout", None, {"batch": "auto", "cost_outlier_factor": 1.0})
 
@@ -195,8 +195,8 @@ def test_auto_leaving_out_a_size_timed_under_load_does_not_probe_down_one_factor
         return lowest
 
     # B* = sqrt(227 x 2,000) = 674 observations, 135 envs: it probes 128 (640 observations) and stays.
-    assert lowest_envs(1.5) == 128
-    assert lowest_envs() <= 8  # the default fits every size
+    assert lowest_envs() == 128  # the default, 1.5
+    assert lowest_envs(math.inf) <= 8  # fitting every size
 
 
 def test_optimal_batch_and_speedup_by_hand():

@@ -1,4 +1,4 @@
-"""Each arm's median time to a goal over its seeds, divided by a reference arm's, with a percentile-bootstrap
+"""Each arm's median time (or agent steps, ``--by agent_steps``) to a goal over its seeds, divided by a reference arm's, with a percentile-bootstrap
 interval of that ratio (each arm resampled on its own; a run that missed the goal counts as slower than all).
 
 An arm is a run directory's name without its seed (`auto-b2560-lr0.0634-s10` -> `auto-b2560-lr0.0634`); the same
@@ -9,6 +9,8 @@ run directories under ROOT whose names match the glob PATTERN. Reads each run's 
     .venv/bin/python research/experiments/cell_ratios.py OLD::'b*' NEW --goal 14 --reference b80-lr0.0112
     # only some arms, or only the first seeds' goal-5 times:
     .venv/bin/python research/experiments/cell_ratios.py ROOT --goal 5 --reference b80-lr0.0112 --arms auto-b40-lr0.00792
+    # agent steps to the goal instead of seconds:
+    .venv/bin/python research/experiments/cell_ratios.py ROOT --goal 14 --reference b80-lr0.0112 --by agent_steps
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from pathlib import Path
 import numpy as np
 
 
-def arm_times(roots: list[str], goal: str, seeds: set[int] | None) -> dict[str, list[float]]:
-    """Seconds to ``goal`` per arm (inf where the run ended without it), pooled over the roots."""
+def arm_times(roots: list[str], goal: str, seeds: set[int] | None, by: str = "wall_seconds") -> dict[str, list[float]]:
+    """Seconds (or ``by``, another field of summary.json's goal record) to ``goal`` per arm (inf where the run ended
+    without it), pooled over the roots."""
     arms: dict[str, list[float]] = {}
     seen: set[tuple[str, int]] = set()
     for spec in roots:
@@ -38,7 +41,7 @@ def arm_times(roots: list[str], goal: str, seeds: set[int] | None) -> dict[str, 
             if not data.get("finished", True):
                 continue  # still running or cut off: its time to the goal is not known
             reached = data.get("goals", {}).get(goal)
-            arms.setdefault(match[1], []).append(float(reached["wall_seconds"]) if reached else float("inf"))
+            arms.setdefault(match[1], []).append(float(reached[by]) if reached else float("inf"))
     return arms
 
 
@@ -61,21 +64,30 @@ def main() -> None:
     parser.add_argument("--reference", required=True, help="the arm every median is divided by (e.g. b80-lr0.0112)")
     parser.add_argument("--arms", nargs="*", help="only these arms (default: all)")
     parser.add_argument("--seeds", nargs="*", type=int, help="only these seeds (default: all)")
+    parser.add_argument("--by", choices=("wall_seconds", "agent_steps"), default="wall_seconds",
+                        help="what is counted to the goal (default: wall seconds)")
     parser.add_argument("--draws", type=int, default=10_000)
     args = parser.parse_args()
-    arms = arm_times(args.roots, args.goal, set(args.seeds) if args.seeds else None)
+    arms = arm_times(args.roots, args.goal, set(args.seeds) if args.seeds else None, args.by)
+    seconds = args.by == "wall_seconds"
+    unit, what = ("s", "seconds") if seconds else ("agent steps", "agent steps")
+
+    def shown(value: float, seconds_digits: int = 1) -> str:
+        return f"{value:.{seconds_digits}f}" if seconds else f"{value:,.0f}"
+
     if args.reference not in arms:
         raise SystemExit(f"no finished runs of {args.reference} under {', '.join(args.roots)}")
     reference = arms[args.reference]
     rng = np.random.default_rng(0)
-    print(f"goal {args.goal}: median seconds over seeds, ÷ {args.reference}'s {np.median(reference):.1f} s "
+    print(f"goal {args.goal}: median {what} over seeds, ÷ {args.reference}'s {shown(np.median(reference))} {unit} "
           f"({len(reference)} seeds), 95 % bootstrap interval of the ratio")
     for arm in sorted(arms if not args.arms else [a for a in args.arms if a in arms]):
         times = arms[arm]
         ratio, low, high = ratio_interval(times, reference, args.draws, rng)
         missed = sum(t == float("inf") for t in times)
-        print(f"  {arm:24s} {len(times):2d} seeds  median {np.median(times):7.1f} s  {ratio:5.2f}x [{low:.2f}, {high:.2f}]"
-              f"{f'  ({missed} missed)' if missed else ''}  runs {' '.join(f'{t:.0f}' for t in sorted(times))}")
+        print(f"  {arm:24s} {len(times):2d} seeds  median {shown(np.median(times)):>9s} {unit}  {ratio:5.2f}x "
+              f"[{low:.2f}, {high:.2f}]{f'  ({missed} missed)' if missed else ''}  "
+              f"runs {' '.join(shown(t, 0) for t in sorted(times))}")
 
 
 if __name__ == "__main__":

@@ -17,8 +17,8 @@ long ago, so it follows a machine or cluster whose speed changes. It is
 identified once two sizes at least ``min_spread`` apart have enough timings
 each.
 
-With ``outlier_factor`` set (the default, inf, fits every size; the controller
-takes ``cost_outlier_factor``), the largest size, where its median lies more than it above the line through
+With ``outlier_factor`` finite (the model's own default, inf, fits every size; the
+controller sets ``cost_outlier_factor``, 1.5 by default), the largest size, where its median lies more than it above the line through
 the others, is left out of the fit, unless the run is at it (or has just left
 it while its new size has too few timings): a few seconds of load while a
 size was timed (another program starting, a report script) leave that
@@ -30,8 +30,7 @@ one factor down after every cool-down, from 512 environments to 4
 (docs/batch-control.md#how-auto-decides). When the run returns to the size
 the fit leaves out, its old timings go and it is timed afresh; from then on
 it is never left out, off the line or not (the machine may be like that),
-until it drops out of the sizes kept. It is off by default (``_fit`` says why
-only the largest size).
+until it drops out of the sizes kept (``_fit`` says why only the largest size).
 """
 
 from __future__ import annotations
