@@ -93,7 +93,7 @@ class CostModel:
     sizes_kept: int = 16
     min_spread: float = 1.25  # identified once the largest fitted size is this factor above the smallest
     # The largest size, where its median is this factor above the line through the others, is left out (inf, the
-    # default: none is).
+    # model's own default: none is; the controller sets ControlConfig.cost_outlier_factor, 1.5).
     outlier_factor: float = math.inf
     timings: OrderedDict[float, deque[float]] = field(default_factory=OrderedDict)
     # Sizes left out once and timed afresh on a return: their timings are the machine's, never left out again.
@@ -141,7 +141,8 @@ class CostModel:
         of the others. Only the largest: load there lowers the line's intercept, and a line with none probes down one
         factor per cool-down; load on the smallest raises it, which grows the batch and times new sizes. Leaving out
         any size far off the line left out the 40-observation probe of runs from 80, which is above the line through
-        80 and 160 on a 2-core Xeon, and those runs took 1.67x the time (docs/batch-control.md#how-auto-decides)."""
+        80 and 160 on a 2-core Xeon, and those runs took 1.67x the time, a cost not traced to that
+        (docs/batch-control.md#how-auto-decides)."""
         pts = self.points()
         line = self._line(pts)
         if len(pts) < 3 or not math.isfinite(self.outlier_factor):
