@@ -368,7 +368,6 @@ class Config:
         self._check_engine()
         if self.control.signal in tags.METRICS:
             self._check_metric_signal()
-        self._check_signal_measured()
         return self
 
     def _check_ranges(self) -> None:
@@ -512,12 +511,14 @@ class Config:
         if why:
             raise UserError(f"--signal {c.signal} cannot be followed here: {why}")
 
-    def _check_signal_measured(self) -> None:
-        """A controller that follows the noise scale needs it measured: without, it would hold all run long
-        with "no noise-scale estimate"."""
+    def check_signal_measured(self) -> Config:
+        """This config, checked that a controller following the noise scale has it measured: without, it would
+        hold all run long with "no noise-scale estimate". For a new run only, not in ``validate``: a saved run
+        that held so (it ran, like a fixed one) still resumes and reads back, and a sweep's base config, whose
+        batch its fixed trials replace, is not refused for the preset's."""
         n, c = self.noise, self.control
         if c.batch not in ("auto", "critical", "sqrt"):
-            return
+            return self
         why = None
         if not n.measure_noise:
             why = "measure_noise is off; turn it on"
@@ -530,6 +531,7 @@ class Config:
                 why = "noise_parts_every 0 never measures the loss parts; set it to 1 or more"
         if why:
             raise UserError(f"--batch {c.batch} follows --signal {c.signal}, which is not measured here: {why}")
+        return self
 
 
 # The settings with a command-line flag, by concern (a section each): what most runs choose. Every other

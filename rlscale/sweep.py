@@ -88,7 +88,8 @@ def trial_config(env: str, agent: str | None, overrides: dict[str, Any], trial: 
     if trial.mode != "fixed":
         # Same process layout and load as the fixed trials; the preset's bounds and cool-down,
         # started at the trial's batch (the preset's unless --auto-from / --critical-from say otherwise).
-        return build_config(env, agent, {**overrides, **common, "batch": trial.mode, "n_envs": n_envs})
+        return build_config(env, agent, {**overrides, **common, "batch": trial.mode,
+                                         "n_envs": n_envs}).check_signal_measured()
     trial_overrides = {
         **overrides, **common,
         "n_envs": n_envs, "vector_size": n_envs,  # one vector env; fixed runs never resize

@@ -174,7 +174,7 @@ def config_from_args(args: Any, overrides: dict[str, Any]) -> Config:
     agent = args.agent or ("ppo" if overrides.get("backend") == "rllib" else None)
     if overrides.get("init_from"):
         overrides["init_from"] = pinned(overrides["init_from"])
-    cfg = build_config(args.env, agent, overrides)
+    cfg = build_config(args.env, agent, overrides).check_signal_measured()
     check_env_id(cfg.env.env_id)
     run_dir = Path(cfg.run.run_dir) if cfg.run.run_dir else default_run_dir(cfg)
     cfg.run.run_dir = str(run_dir)

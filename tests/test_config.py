@@ -68,6 +68,17 @@ def test_a_config_saved_before_a_field_existed_loads_with_the_behaviour_it_ran(t
     assert getattr(getattr(load_saved(path), section), field) == ran_with
 
 
+def test_an_unmeasured_signal_is_refused_for_a_new_run_but_a_saved_run_that_held_so_still_loads(tmp_path):
+    cfg = build_config("minatar-breakout", None, {"batch": "auto", "measure_noise": False})  # validate passes
+    with pytest.raises(UserError, match="--batch auto follows --signal total, which is not measured here"):
+        cfg.check_signal_measured()
+    path = tmp_path / "config.toml"
+    path.write_text(dumps_toml(cfg))
+    assert load_saved(path).noise.measure_noise is False  # a resume or a report reads it back
+    fixed = build_config("minatar-breakout", None, {"batch": "fixed", "measure_noise": False})
+    assert fixed.check_signal_measured() is fixed
+
+
 def test_a_config_saved_with_the_pool_and_learner_under_run_loads_them_into_their_sections(tmp_path):
     """Configs saved before 2026-12-05 hold the pool's and the learner's settings in [run]."""
     cfg = build_config("pong", None, {"learner_threads": 1, "pool": "serial", "learner_precision": "fp32"})
