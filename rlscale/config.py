@@ -692,6 +692,13 @@ def _sectioned(flat: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+# What a resumed run may change: where it stops (budget, score) and how it reports and
+# checkpoints, not how it trains. A larger budget extends a run; with annealing on, the
+# learning rate then continues from the new schedule's value at the current step.
+RESUME_OVERRIDABLE = {"total_frames", "stop_return", "log_interval", "checkpoint_every", "keep_checkpoints",
+                      "address"}
+
+
 # A config saved before one of these fields existed ran with the behaviour named by
 # the value here, which is not the field's default today.
 BEHAVIOUR_BEFORE_FIELD = {("control", "probe_cooldown"): True, ("control", "min_gain"): 0.0,

@@ -30,17 +30,20 @@ from typing import Any
 
 from rlscale.cli import Parser, writable_dir
 from rlscale.config import (
+    FIELDS,
+    RESUME_OVERRIDABLE,
     Config,
     add_config_flags,
     build_config,
     dumps_toml,
+    load_saved,
     parse_with_config,
     runs_root,
 )
 from rlscale.envs.vector import check_env_id
 from rlscale.errors import UserError, exits_cleanly
 from rlscale.rundir.branch import load_branch_point, pinned
-from rlscale.rundir.checkpoint import SUMMARY_FILE
+from rlscale.rundir.checkpoint import CONFIG_FILE, SUMMARY_FILE
 
 SWEEP_FILE = "sweep.json"
 
@@ -117,6 +120,21 @@ def trial_state(run_dir: Path) -> str:
     return "new"
 
 
+def resumed_config(cfg: Config) -> Config:
+    """The config a resumable trial goes on with: the one it ran with (its config.toml, where a setting it predates
+    gets the behaviour it ran with), not one rebuilt with today's defaults; from ``cfg``, the sweep's, only what
+    ``rlscale train --resume`` may change (its budget, goal and reporting) and where the trial now lies."""
+    saved_file = Path(cfg.run.run_dir) / CONFIG_FILE
+    if not saved_file.is_file():
+        return cfg
+    saved = load_saved(saved_file)
+    for key in RESUME_OVERRIDABLE:
+        section = getattr(saved, FIELDS[key][0])
+        setattr(section, key, getattr(getattr(cfg, FIELDS[key][0]), key))
+    saved.run.run_dir = cfg.run.run_dir
+    return saved.validate()
+
+
 def _run_trial(params: dict[str, Any], plans: dict[str, tuple[str, bool]]) -> None:
     """The Ray Tune trainable: one training run, reporting its headline numbers."""
     from ray import tune
@@ -154,7 +172,8 @@ def run_sweep(env: str, agent: str | None, overrides: dict[str, Any], trials: li
         print(f"nothing to do; analyse with: rlscale pareto {sweep_dir}")
         return 0
     with ray_runtime(address):
-        plans = {t.name: (dumps_toml(cfg), state == "resumable") for t, cfg, state in todo}
+        plans = {t.name: (dumps_toml(resumed_config(cfg) if state == "resumable" else cfg), state == "resumable")
+                 for t, cfg, state in todo}
         tuner = tune.Tuner(
             tune.with_resources(tune.with_parameters(_run_trial, plans=plans), {"cpu": 1}),
             param_space={"name": tune.grid_search(list(plans))},

@@ -24,6 +24,7 @@ from rlscale.config import (
     COMMON_SETTINGS,
     FIELDS,
     FLAGS,
+    RESUME_OVERRIDABLE,
     SECTIONS,
     Config,
     add_config_flags,
@@ -44,13 +45,6 @@ from rlscale.training import trainer
 def default_run_dir(cfg: Config) -> Path:
     name = cfg.env.env_id.replace("ALE/", "").replace("/", "-").split("-v")[0].lower()
     return runs_root() / f"{name}-{cfg.agent.algo}-{datetime.now():%Y%m%d-%H%M%S}"
-
-
-# What a resumed run may change: where it stops (budget, score) and how it reports and
-# checkpoints, not how it trains. A larger budget extends a run; with annealing on, the
-# learning rate then continues from the new schedule's value at the current step.
-RESUME_OVERRIDABLE = {"total_frames", "stop_return", "log_interval", "checkpoint_every", "keep_checkpoints",
-                      "address"}
 
 
 def _flags(keys: set[str]) -> str:

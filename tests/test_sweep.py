@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from rlscale.config import build_config, parse_with_config
+from rlscale.config import build_config, dumps_toml, parse_with_config
 from rlscale.errors import UserError
 from rlscale.reports.runs import load_run
-from rlscale.sweep import Trial, parser, planned_trials, trial_config, trial_state
+from rlscale.sweep import Trial, parser, planned_trials, resumed_config, trial_config, trial_state
 from tests.conftest import run_command, run_in_process
 from tests.test_cli import assert_one_line_error
 
@@ -115,6 +115,24 @@ def test_auto_trials_start_at_their_batch_with_the_presets_bounds(tmp_path):
     assert preset.env.n_envs == 16
     fixed = trial_config("minatar-breakout", None, {}, Trial(320, 1e-2, 0), tmp_path / "c")
     assert (fixed.control.batch, fixed.env.n_envs, fixed.control.min_envs) == ("fixed", 64, 64)
+
+
+def test_a_resumed_trial_keeps_the_settings_it_ran_with_not_todays_defaults(tmp_path):
+    """A trial saved before cost_outlier_factor existed ran fitting every size: resumed by a re-run sweep it goes on
+    so, with the sweep's new budget (what a resume may change) and where the trial now lies."""
+    run_dir = tmp_path / "auto-b320"
+    run_dir.mkdir()
+    ran = trial_config("minatar-breakout", None, {"total_frames": 100_000}, Trial(320, 1e-2, 0, "auto"), run_dir)
+    saved = "\n".join(line for line in dumps_toml(ran).splitlines() if not line.startswith("cost_outlier_factor"))
+    (run_dir / "config.toml").write_text(saved)
+    rebuilt = trial_config("minatar-breakout", None, {"total_frames": 200_000, "noise_horizon": 5_000},
+                           Trial(320, 1e-2, 0, "auto"), run_dir)
+    assert rebuilt.control.cost_outlier_factor == 1.5  # today's default
+    resumed = resumed_config(rebuilt)
+    assert resumed.control.cost_outlier_factor == math.inf and resumed.noise.noise_horizon == ran.noise.noise_horizon
+    assert resumed.env.total_frames == 200_000 and resumed.run.run_dir == rebuilt.run.run_dir
+    assert resumed_config(trial_config("cartpole", None, {}, Trial(80, 7e-4, 0), tmp_path / "new")).env.env_id \
+        == "CartPole-v1"  # a trial with no saved config is the sweep's own
 
 
 def test_a_cluster_clock_sweep_runs_auto_trials_and_refuses_fixed_ones_without_a_fit(tmp_path):
