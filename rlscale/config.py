@@ -751,6 +751,15 @@ def load_saved(path: Path) -> Config:
     return _apply_saved(read_toml(path), str(path))
 
 
+def resumed(saved: Config, changes: dict[str, Any], run_dir: str) -> Config:
+    """A saved run's config as it resumes: ``changes`` set (keys of RESUME_OVERRIDABLE, checked by the caller),
+    and the run directory where the run lies now (a copied or moved one resumes where it is)."""
+    for key, value in changes.items():
+        setattr(getattr(saved, FIELDS[key][0]), key, value)
+    saved.run.run_dir = run_dir
+    return saved.validate()
+
+
 def loads_saved(text: str, where: str) -> Config:
     """A resolved config from dumps_toml() text (checkpoints carry one)."""
     try:

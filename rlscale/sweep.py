@@ -38,6 +38,7 @@ from rlscale.config import (
     dumps_toml,
     load_saved,
     parse_with_config,
+    resumed,
     runs_root,
 )
 from rlscale.envs.vector import check_env_id
@@ -127,12 +128,8 @@ def resumed_config(cfg: Config) -> Config:
     saved_file = Path(cfg.run.run_dir) / CONFIG_FILE
     if not saved_file.is_file():
         return cfg
-    saved = load_saved(saved_file)
-    for key in RESUME_OVERRIDABLE:
-        section = getattr(saved, FIELDS[key][0])
-        setattr(section, key, getattr(getattr(cfg, FIELDS[key][0]), key))
-    saved.run.run_dir = cfg.run.run_dir
-    return saved.validate()
+    return resumed(load_saved(saved_file), {key: getattr(getattr(cfg, FIELDS[key][0]), key)
+                                            for key in RESUME_OVERRIDABLE}, cfg.run.run_dir)
 
 
 def _run_trial(params: dict[str, Any], plans: dict[str, tuple[str, bool]]) -> None:

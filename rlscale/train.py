@@ -32,6 +32,7 @@ from rlscale.config import (
     cli_flag,
     load_saved,
     parse_with_config,
+    resumed,
     runs_root,
     spelled,
 )
@@ -60,11 +61,7 @@ def resume(run_dir: Path, overrides: dict[str, Any]) -> int:
     if fixed:
         raise UserError(f"--resume keeps the run's settings; only {_flags(RESUME_OVERRIDABLE)} "
                         f"may change (got {_flags(fixed)})")
-    for key, value in overrides.items():
-        section, _ = FIELDS[key]
-        setattr(getattr(cfg, section), key, value)
-    cfg.run.run_dir = str(run_dir)  # a copied or moved run directory resumes where it is now
-    return trainer.run(cfg.validate(), run_dir, resume=True)
+    return trainer.run(resumed(cfg, overrides, str(run_dir)), run_dir, resume=True)
 
 
 HELP_ALL = "--help-all"
