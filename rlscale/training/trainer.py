@@ -322,8 +322,9 @@ def train_loop(run: Run) -> None:
         if run.clock is not None:
             run.clock.tick(result.optimizer_batch)  # what it trained on: new environments may still be starting
 
-        decision = run.controller.step(s.n_envs, run.signal, result.agent_steps, s.base_lr, learned=s.learned,
-                                       missing=run.signal_missing)
+        signal = run.signal
+        decision = run.controller.step(s.n_envs, signal, result.agent_steps, s.base_lr, learned=s.learned,
+                                       missing="" if signal is not None else run.signal_missing)
         s.batch_decisions[decision.kind] = s.batch_decisions.get(decision.kind, 0) + result.agent_steps
         run.batch_note = "" if cfg.control.batch == "fixed" else f"{cfg.control.batch}: {decision.note()}"
         metrics = dict(result.metrics) | cost_metrics(run, result) | cluster_metrics(run)
