@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
@@ -11,8 +12,11 @@ import pytest
 from rlscale.control.cluster_clock import ClusterClock, ElasticCluster, cluster_batch
 from rlscale.control.cost import Fit
 from rlscale.reports.oracle import (
+    Schedule,
     best_fixed,
     bound,
+    cheapest_within,
+    equal_speed,
     held_out_gain,
     oracle_schedule,
     run_stages,
@@ -112,6 +116,39 @@ def test_a_stage_most_seeds_did_not_finish_is_never_chosen():
     assert schedule_cost(costs, (0, 0)) == math.inf
 
 
+def test_the_fewest_node_hours_within_the_slack_on_hand_worked_stages():
+    # Cluster minutes and node-hours per stage, two stages:
+    #   cell 0 (one node): time [4, 4], node-h [4, 4]  -> 8 min, 8 node-h
+    #   cell 1:            time [3, 2], node-h [6, 4]  -> 5 min, 10 node-h
+    #   cell 2 (fastest):  time [2, 2], node-h [8, 8]  -> 4 min, 16 node-h
+    # Within 25 % of cell 2's 4 min (5 min): (1, 1) 5 min 10 node-h, (1, 2) 5 and 11, (2, 1) 4 and 12, (2, 2);
+    # the cheapest is cell 1 throughout, 10/16 of the fastest cell's node-hours. Within 5 % (4.2 min) only
+    # (2, 1) and (2, 2): 12/16. At 0 % (4 min, a sum equal to the limit counts) still (2, 1).
+    times = np.array([[4.0, 4.0], [3.0, 2.0], [2.0, 2.0]])
+    node_hours = np.array([[4.0, 4.0], [6.0, 4.0], [8.0, 8.0]])
+    assert cheapest_within(node_hours, times, 5.0) == Schedule((1, 1), 10.0)
+    assert cheapest_within(node_hours, times, 4.2) == Schedule((2, 1), 12.0)
+    assert cheapest_within(node_hours, times, 4.0) == Schedule((2, 1), 12.0)
+    assert cheapest_within(node_hours, times, 3.9) is None
+    # Per seed (two identical seeds: held out reads what in sample does).
+    found = equal_speed([np.stack([row, row]) for row in times], [np.stack([row, row]) for row in node_hours], 0.25)
+    assert found.fastest == Schedule((2, 2), 16.0) and found.fastest_time == 4.0
+    assert found.oracle == Schedule((1, 1), 10.0) and found.oracle_time == 5.0
+    assert found.node_hours == pytest.approx(10 / 16)
+    assert found.held_out == pytest.approx((10 / 16, 5 / 4))
+
+
+def test_the_fewest_node_hours_within_the_slack_is_the_exhaustive_answer():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        times, costs = rng.uniform(1, 10, (2, 4, 3))
+        limit = float(rng.uniform(times.min(axis=0).sum(), times.max(axis=0).sum()))
+        within = [cells for cells in itertools.product(range(4), repeat=3) if schedule_cost(times, cells) <= limit]
+        best = min(within, key=lambda cells: schedule_cost(costs, cells), default=None)
+        found = cheapest_within(costs, times, limit)
+        assert (found.cells if found else None) == best
+
+
 def test_a_real_runs_stages_are_its_goal_records(tmp_path):
     run_dir = tmp_path / "run"
     result = run_in_process(["rlscale.train", "cartpole", "--pool", "serial", "--agent", "ppo", "--seed", "0",
@@ -130,6 +167,8 @@ def test_a_real_runs_stages_are_its_goal_records(tmp_path):
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     out = run_in_process(["rlscale", "oracle", str(tmp_path), "--round-trip", "0.01", "--nodes", "0"])
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--nodes 0" in out.stderr
+    out = run_in_process(["rlscale", "oracle", str(tmp_path), "--round-trip", "0.01", "--slack", "-0.1"])
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--slack -0.1" in out.stderr
     run_dir = tmp_path / "sweep" / "one"
     trained = run_in_process(["rlscale.train", "cartpole", "--pool", "serial", "--total-frames", "2000",
                               "--log-interval", "600", "--run-dir", str(run_dir)])

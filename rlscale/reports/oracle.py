@@ -19,6 +19,10 @@ Three costs, each its own oracle:
   times;
 * **node-hours** on that cluster: the updates at n(B) * T_N(B).
 
+And one that weighs the last two together, as a user of an elastic cluster does: the fewest node-hours
+of any schedule whose cluster time is within ``--slack`` of the fastest fixed cell's, against that
+cell's node-hours (the saving at about equal speed; ``cheapest_within``).
+
 The minimum of noisy medians is biased low: with few seeds the oracle picks, in each stage, the
 cell that was luckiest there. So the gain is also given held out: the schedule and the best fixed
 cell are chosen on half of each cell's seeds (even positions) and costed on the other half, then
@@ -103,6 +107,72 @@ def held_out_gain(per_seed: list[np.ndarray]) -> float | None:
     return float(math.sqrt(ratios[0] * ratios[1]))
 
 
+def cheapest_within(costs: np.ndarray, times: np.ndarray, limit: float) -> Schedule | None:
+    """The schedule of least total ``costs`` whose total ``times`` is at most ``limit`` (both [cells, stages]);
+    None where no schedule is that fast.
+
+    Exact without trying every schedule: stage by stage it keeps the partial schedules that no other beats
+    on both time and cost so far (any schedule's best completion from one of them is also theirs)."""
+    front: list[tuple[float, float, tuple[int, ...]]] = [(0.0, 0.0, ())]
+    for k in range(costs.shape[1]):
+        grown = sorted((time + times[c, k], cost + costs[c, k], cells + (c,))
+                       for time, cost, cells in front for c in range(costs.shape[0])
+                       if time + times[c, k] <= limit * (1 + 1e-12))  # the fastest cell's own sum, rounded
+        front, cheapest = [], math.inf
+        for entry in grown:  # by time: keep each that is cheaper than every faster one
+            if entry[1] < cheapest:
+                front.append(entry)
+                cheapest = entry[1]
+    if not front:
+        return None
+    _, cost, cells = min(front, key=lambda entry: entry[1])
+    return Schedule(cells, float(cost))
+
+
+@dataclass(frozen=True)
+class EqualSpeed:
+    """The fewest node-hours within ``slack`` of the fastest fixed cell's cluster time, against that cell."""
+
+    slack: float
+    fastest: Schedule  # the fixed cell of least cluster time, its cost in node-hours
+    fastest_time: float
+    oracle: Schedule | None  # the cheapest schedule within the slack, None where none is finite
+    oracle_time: float
+    held_out: tuple[float, float] | None  # (node-hours, time) of the oracle over the fastest cell's, held out
+
+    @property
+    def node_hours(self) -> float:
+        """The oracle's node-hours over the fastest fixed cell's (in sample): 1 - the saving."""
+        return self.oracle.cost / self.fastest.cost if self.oracle is not None else math.nan
+
+
+def equal_speed(times: list[np.ndarray], node_hours: list[np.ndarray], slack: float) -> EqualSpeed:
+    """``times``, ``node_hours``: one [seeds, stages] array per cell, of cluster minutes and node-hours."""
+    def choose(time_medians: np.ndarray, cost_medians: np.ndarray) -> tuple[Schedule, Schedule | None]:
+        fastest = best_fixed(time_medians)
+        return fastest, cheapest_within(cost_medians, time_medians, (1 + slack) * fastest.cost)
+
+    time_medians = np.stack([stage_medians(cell) for cell in times])
+    cost_medians = np.stack([stage_medians(cell) for cell in node_hours])
+    fastest, oracle = choose(time_medians, cost_medians)
+    fastest = Schedule(fastest.cells, schedule_cost(cost_medians, fastest.cells))
+    held_out = None
+    if all(cell.shape[0] >= 2 for cell in times):
+        halves = [(np.stack([stage_medians(cell[start::2]) for cell in times]),
+                   np.stack([stage_medians(cell[start::2]) for cell in node_hours])) for start in (0, 1)]
+        ratios = []
+        for chosen, scored in ((halves[0], halves[1]), (halves[1], halves[0])):
+            fixed_cells, oracle_half = choose(*chosen)
+            if oracle_half is None:
+                break
+            ratios.append([schedule_cost(scored[i], oracle_half.cells) / schedule_cost(scored[i], fixed_cells.cells)
+                           for i in (1, 0)])
+        if len(ratios) == 2 and all(math.isfinite(r) and r > 0 for pair in ratios for r in pair):
+            held_out = (math.sqrt(ratios[0][0] * ratios[1][0]), math.sqrt(ratios[0][1] * ratios[1][1]))
+    return EqualSpeed(slack, fastest, float(time_medians[fastest.cells[0]].sum()), oracle,
+                      schedule_cost(time_medians, oracle.cells) if oracle is not None else math.nan, held_out)
+
+
 @dataclass(frozen=True)
 class Bound:
     """One objective's oracle against its best fixed cell."""
@@ -174,7 +244,29 @@ def schedule_text(schedule: Schedule, cells: list[CellStages], goals: list[float
     return ", ".join(parts)
 
 
-def report(cells: list[CellStages], goals: list[float], fit: Fit, cluster: ElasticCluster) -> list[str]:
+def equal_speed_text(cells: list[CellStages], goals: list[float], fit: Fit, cluster: ElasticCluster,
+                     slack: float) -> list[str]:
+    """The fewest node-hours within ``slack`` of the fastest fixed cell's cluster time, as report lines."""
+    found = equal_speed([c.updates * cluster.update_seconds(fit, c.batch) / 60 for c in cells],
+                        [c.updates * cluster.node_seconds(fit, c.batch) / 3600 for c in cells], slack)
+    head = (f"node-hours on up to {cluster.max_nodes} nodes (modelled) within {slack:.0%} of the fastest fixed cell's "
+            "time there:")
+    if not math.isfinite(found.fastest_time):
+        return [f"{head} no cell reached the top goal on most seeds; no bound"]
+    fastest = f"{schedule_text(found.fastest, cells, goals)}: {found.fastest_time:.3g} min, {found.fastest.cost:.3g} node-h"
+    if found.oracle is None:  # cannot happen where the fastest cell is finite: it is a schedule within the slack
+        return [head, f"  fastest fixed: {fastest}"]
+    held = (f"{found.held_out[0]:.2f}x the node-hours at {found.held_out[1]:.2f}x the time" if found.held_out
+            else "none (a cell has one seed, or a half's schedule did not finish on the other half)")
+    return [head, f"  fastest fixed: {fastest}",
+            f"  oracle:        {schedule_text(found.oracle, cells, goals)}: {found.oracle_time:.3g} min, "
+            f"{found.oracle.cost:.3g} node-h",
+            f"  node-hours:    {found.node_hours:.2f}x the fastest fixed cell's in sample (a saving of "
+            f"{1 - found.node_hours:.0%}), {held} held out"]
+
+
+def report(cells: list[CellStages], goals: list[float], fit: Fit, cluster: ElasticCluster,
+           slack: float = 0.05) -> list[str]:
     lines = [f"stages end at goals {', '.join(f'{g:g}' for g in goals)}; T(B) = {fit.overhead * 1e3:.1f} ms + "
              f"{fit.per_observation * 1e3:.3f} ms x B (the sweep's update times); a node carries "
              f"{cluster.node_batch:g}, round trip {cluster.round_trip * 1e3:.0f} ms past one node"]
@@ -192,7 +284,7 @@ def report(cells: list[CellStages], goals: list[float], fit: Fit, cluster: Elast
                   f"  best fixed:  {schedule_text(b.fixed, cells, goals)}: {b.fixed.cost:.3g} {b.unit}",
                   f"  oracle:      {schedule_text(b.oracle, cells, goals)}: {b.oracle.cost:.3g} {b.unit}",
                   f"  gain:        {b.gain:.2f}x in sample, {held} held out"]
-    return lines
+    return lines + equal_speed_text(cells, goals, fit, cluster, slack)
 
 
 @exits_cleanly
@@ -205,7 +297,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--round-trip", type=float, required=True,
                         help="seconds an update spread over several nodes adds (Ray's round trip and the "
                              "all-reduce: measure it with benchmarks/bench_cluster.py)")
+    parser.add_argument("--slack", type=float, default=0.05,
+                        help="the cluster time, as a fraction above the fastest fixed cell's, within which the "
+                             "last bound looks for the fewest node-hours (default 0.05)")
     args = parser.parse_args(argv)
+    if not (args.slack >= 0 and math.isfinite(args.slack)):
+        raise UserError(f"--slack {args.slack}: a fraction of the fastest cell's time, 0 or more")
     if args.nodes < 1:
         raise UserError(f"--nodes {args.nodes}: an elastic cluster has at least 1 node")
     runs = load_runs(args.paths)
@@ -222,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster = ElasticCluster(args.nodes, args.node_batch or cells[0].batch, args.round_trip)
     except ValueError as err:
         raise UserError(str(err)) from None
-    print("\n".join(report(cells, goals, fit, cluster)), flush=True)
+    print("\n".join(report(cells, goals, fit, cluster, args.slack)), flush=True)
     return 0
 
 
