@@ -12,11 +12,13 @@ import pytest
 from rlscale.control.cluster_clock import ClusterClock, ElasticCluster, cluster_batch
 from rlscale.control.cost import Fit
 from rlscale.reports.oracle import (
+    CellStages,
     Schedule,
     best_fixed,
     bound,
     cheapest_within,
     equal_speed,
+    equal_speed_text,
     held_out_gain,
     oracle_schedule,
     run_stages,
@@ -121,7 +123,7 @@ def test_the_fewest_node_hours_within_the_slack_on_hand_worked_stages():
     #   cell 0 (one node): time [4, 4], node-h [4, 4]  -> 8 min, 8 node-h
     #   cell 1:            time [3, 2], node-h [6, 4]  -> 5 min, 10 node-h
     #   cell 2 (fastest):  time [2, 2], node-h [8, 8]  -> 4 min, 16 node-h
-    # Within 25 % of cell 2's 4 min (5 min): (1, 1) 5 min 10 node-h, (1, 2) 5 and 11, (2, 1) 4 and 12, (2, 2);
+    # Within 25 % of cell 2's 4 min (5 min): (1, 1) 5 min 10 node-h, (1, 2) 5 and 14, (2, 1) 4 and 12, (2, 2);
     # the cheapest is cell 1 throughout, 10/16 of the fastest cell's node-hours. Within 5 % (4.2 min) only
     # (2, 1) and (2, 2): 12/16. At 0 % (4 min, a sum equal to the limit counts) still (2, 1).
     times = np.array([[4.0, 4.0], [3.0, 2.0], [2.0, 2.0]])
@@ -138,15 +140,48 @@ def test_the_fewest_node_hours_within_the_slack_on_hand_worked_stages():
     assert found.held_out == pytest.approx((10 / 16, 5 / 4))
 
 
+def test_the_equal_speed_bound_held_out_is_chosen_on_one_half_and_costed_on_the_other():
+    # Two cells, two stages, seeds 0 (half A) and 1 (half B); slack 50 %. Cell 1 is the fastest on both halves (4 min).
+    #   half A: cell 0 time [4, 4] node-h [2, 4]; cell 1 time [2, 2] node-h [8, 8]. Within 6 min: (0, 1) 6 min
+    #     10 node-h, (1, 0) 6 and 12, (1, 1) 4 and 16: it chooses (0, 1).
+    #   half B: cell 0 time [6, 4] node-h [3, 4]: (0, 1) takes 8 min; (1, 0) 2 + 4 = 6 min, 8 + 4 = 12 node-h:
+    #     it chooses (1, 0).
+    #   (0, 1) costed on B: 3 + 8 = 11 node-h and 6 + 2 = 8 min, against cell 1's 16 and 4: 11/16 and 2.
+    #   (1, 0) costed on A: 8 + 4 = 12 node-h and 2 + 4 = 6 min: 3/4 and 3/2.
+    #   Held out: (sqrt(11/16 * 3/4), sqrt(2 * 3/2)); chosen and costed on one half it would read
+    #   (sqrt(10/16 * 12/16), 3/2). In sample (means of two seeds): cell 0 time [5, 4] node-h [2.5, 4];
+    #   (0, 1) takes 7 min, so (1, 0): 6 min, 12 node-h, 0.75x cell 1's 16.
+    times = [np.array([[4.0, 4.0], [6.0, 4.0]]), np.array([[2.0, 2.0], [2.0, 2.0]])]
+    node_hours = [np.array([[2.0, 4.0], [3.0, 4.0]]), np.array([[8.0, 8.0], [8.0, 8.0]])]
+    found = equal_speed(times, node_hours, 0.5)
+    assert found.oracle == Schedule((1, 0), 12.0) and found.node_hours == pytest.approx(0.75)
+    assert found.held_out == pytest.approx((math.sqrt(11 / 16 * 3 / 4), math.sqrt(3)))
+    assert found.held_out_fastest == (1, 1)
+
+
+def test_the_equal_speed_report_says_when_the_halves_disagree_on_the_fastest_cell():
+    # One stage. Batch 100 runs on one node (T = 0.1 + 0.1 = 0.2 s), 400 on four (0.1 + 0.1 + 0.05 = 0.25 s).
+    # Batch 100 took 60 updates (12 s) on seed 0 and 600 (120 s) on seed 1; 400 took 100 (25 s) on both. The
+    # whole sample's fastest cell is 400 (100's median is 66 s), half A's is 100, half B's 400.
+    cells = [CellStages(100.0, 1e-3, np.array([[60.0], [600.0]]), np.zeros((2, 1))),
+             CellStages(400.0, 2e-3, np.array([[100.0], [100.0]]), np.zeros((2, 1)))]
+    text = "\n".join(equal_speed_text(cells, [10.0], FIT, CLUSTER, 0.05))
+    assert "fastest fixed: 400 lr 0.002 to 10" in text and "a saving of 0%" in text
+    assert "the halves' fastest cells, 100 lr 0.001 and 400 lr 0.002, are not all the whole sample's" in text
+
+
 def test_the_fewest_node_hours_within_the_slack_is_the_exhaustive_answer():
     rng = np.random.default_rng(0)
     for _ in range(50):
         times, costs = rng.uniform(1, 10, (2, 4, 3))
-        limit = float(rng.uniform(times.min(axis=0).sum(), times.max(axis=0).sum()))
+        # From below the fastest schedule's time (no schedule) to above the slowest's (every one).
+        limit = float(rng.uniform(0.9 * times.min(axis=0).sum(), 1.1 * times.max(axis=0).sum()))
         within = [cells for cells in itertools.product(range(4), repeat=3) if schedule_cost(times, cells) <= limit]
         best = min(within, key=lambda cells: schedule_cost(costs, cells), default=None)
         found = cheapest_within(costs, times, limit)
         assert (found.cells if found else None) == best
+        if found:
+            assert found.cost == pytest.approx(schedule_cost(costs, best))
 
 
 def test_a_real_runs_stages_are_its_goal_records(tmp_path):
