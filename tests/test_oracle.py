@@ -17,6 +17,7 @@ from rlscale.reports.oracle import (
     best_fixed,
     bound,
     cheapest_within,
+    cluster_costs,
     equal_speed,
     equal_speed_text,
     held_out_gain,
@@ -165,7 +166,8 @@ def test_the_equal_speed_report_says_when_the_halves_disagree_on_the_fastest_cel
     # whole sample's fastest cell is 400 (100's median is 66 s), half A's is 100, half B's 400.
     cells = [CellStages(100.0, 1e-3, np.array([[60.0], [600.0]]), np.zeros((2, 1))),
              CellStages(400.0, 2e-3, np.array([[100.0], [100.0]]), np.zeros((2, 1)))]
-    text = "\n".join(equal_speed_text(cells, [10.0], FIT, CLUSTER, 0.05))
+    text = "\n".join(equal_speed_text(cells, [10.0], equal_speed(*cluster_costs(cells, FIT, CLUSTER), 0.05),
+                                       CLUSTER.max_nodes))
     assert "fastest fixed: 400 lr 0.002 to 10" in text and "a saving of 0%" in text
     assert "the halves' fastest cells, 100 lr 0.001 and 400 lr 0.002, are not all the whole sample's" in text
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from cell_ratios import ratio_interval  # this folder, on the path as the script runs
 
 from rlscale.control.cluster_clock import ElasticCluster
 from rlscale.reports.runs import load_runs, variant_of
@@ -31,11 +32,7 @@ print(f"goal {goal:g}; fastest fixed: {fastest} ({np.median(ref_w):.3f} min, {np
 for v, c in sorted(by.items()):
     c.sort()
     w, n = np.array([x[1] for x in c]), np.array([x[2] for x in c])
-    cis = []
-    for a, b in ((w, ref_w), (n, ref_n)):
-        r = (np.median(rng.choice(a, (10000, a.size)), axis=1) / np.median(rng.choice(b, (10000, b.size)), axis=1))
-        r[np.isnan(r)] = np.inf
-        cis.append(np.percentile(r, [2.5, 97.5], method="nearest"))
-    print(f"  {v}: time {np.median(w) / np.median(ref_w):.2f}x [{cis[0][0]:.2f}, {cis[0][1]:.2f}], node-h "
-          f"{np.median(n) / np.median(ref_n):.2f}x [{cis[1][0]:.2f}, {cis[1][1]:.2f}]; per seed "
+    time, node_h = (ratio_interval(list(a), list(b), 10_000, rng) for a, b in ((w, ref_w), (n, ref_n)))
+    print(f"  {v}: time {time[0]:.2f}x [{time[1]:.2f}, {time[2]:.2f}], node-h "
+          f"{node_h[0]:.2f}x [{node_h[1]:.2f}, {node_h[2]:.2f}]; per seed "
           + " ".join(f"s{s}:{x / np.median(ref_w):.2f}/{y / np.median(ref_n):.2f}" for s, x, y in c))

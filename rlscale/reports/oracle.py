@@ -88,6 +88,11 @@ def best_fixed(costs: np.ndarray) -> Schedule:
     return Schedule((best,) * costs.shape[1], float(costs[best].sum()))
 
 
+def half_medians(per_seed: list[np.ndarray], start: int) -> np.ndarray:
+    """[cells, stages]: each stage's median over every other seed of each cell, from position ``start`` (0 or 1)."""
+    return np.stack([stage_medians(cell[start::2]) for cell in per_seed])
+
+
 def held_out_gain(per_seed: list[np.ndarray]) -> float | None:
     """Best fixed over oracle, each chosen on one half of every cell's seeds and costed on the other.
 
@@ -96,7 +101,7 @@ def held_out_gain(per_seed: list[np.ndarray]) -> float | None:
     """
     if any(cell.shape[0] < 2 for cell in per_seed):
         return None
-    halves = [np.stack([stage_medians(cell[start::2]) for cell in per_seed]) for start in (0, 1)]
+    halves = [half_medians(per_seed, start) for start in (0, 1)]
     ratios = []
     for chosen, scored in ((halves[0], halves[1]), (halves[1], halves[0])):
         fixed = schedule_cost(scored, best_fixed(chosen).cells)
@@ -164,8 +169,7 @@ def _held_out_equal_speed(times: list[np.ndarray], node_hours: list[np.ndarray],
     (node-hours, time) over the fastest cell's, and each half's fastest cell; None where a ratio is not finite."""
     if any(cell.shape[0] < 2 for cell in times):
         return None, ()
-    halves = [(np.stack([stage_medians(cell[start::2]) for cell in times]),
-               np.stack([stage_medians(cell[start::2]) for cell in node_hours])) for start in (0, 1)]
+    halves = [(half_medians(times, start), half_medians(node_hours, start)) for start in (0, 1)]
     ratios, fastest_cells = [], []
     for (chosen_times, chosen_costs), (scored_times, scored_costs) in ((halves[0], halves[1]), (halves[1], halves[0])):
         fastest, oracle = _fastest_and_cheapest(chosen_times, chosen_costs, slack)
@@ -216,14 +220,20 @@ def bound(objective: str, unit: str, per_seed: list[np.ndarray]) -> Bound:
     return Bound(objective, unit, best_fixed(costs), oracle_schedule(costs), held_out_gain(per_seed))
 
 
-def bounds(cells: list[CellStages], fit: Fit, cluster: ElasticCluster) -> list[Bound]:
-    """The three objectives' oracles: two-core seconds, cluster seconds, node-hours."""
+def cluster_costs(cells: list[CellStages], fit: Fit, cluster: ElasticCluster
+                  ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Each cell's per-seed stages on the elastic cluster: (minutes, node-hours), the updates at T_N(B)."""
+    return ([c.updates * cluster.update_seconds(fit, c.batch) / 60 for c in cells],
+            [c.updates * cluster.node_seconds(fit, c.batch) / 3600 for c in cells])
+
+
+def bounds(cells: list[CellStages], cluster_minutes: list[np.ndarray], cluster_node_hours: list[np.ndarray],
+           max_nodes: int) -> list[Bound]:
+    """The three objectives' oracles: two-core seconds, cluster minutes and node-hours (``cluster_costs``)."""
     return [
         bound("two-core wall time", "min", [c.seconds / 60 for c in cells]),
-        bound(f"wall time on up to {cluster.max_nodes} nodes (modelled)", "min",
-              [c.updates * cluster.update_seconds(fit, c.batch) / 60 for c in cells]),
-        bound(f"node-hours on up to {cluster.max_nodes} nodes (modelled)", "node-h",
-              [c.updates * cluster.node_seconds(fit, c.batch) / 3600 for c in cells]),
+        bound(f"wall time on up to {max_nodes} nodes (modelled)", "min", cluster_minutes),
+        bound(f"node-hours on up to {max_nodes} nodes (modelled)", "node-h", cluster_node_hours),
     ]
 
 
@@ -266,12 +276,10 @@ def schedule_text(schedule: Schedule, cells: list[CellStages], goals: list[float
     return ", ".join(parts)
 
 
-def equal_speed_text(cells: list[CellStages], goals: list[float], fit: Fit, cluster: ElasticCluster,
-                     slack: float) -> list[str]:
-    """The fewest node-hours within ``slack`` of the fastest fixed cell's cluster time, as report lines."""
-    found = equal_speed([c.updates * cluster.update_seconds(fit, c.batch) / 60 for c in cells],
-                        [c.updates * cluster.node_seconds(fit, c.batch) / 3600 for c in cells], slack)
-    head = (f"node-hours on up to {cluster.max_nodes} nodes (modelled) within {100 * slack:g} % of the fastest fixed "
+def equal_speed_text(cells: list[CellStages], goals: list[float], found: EqualSpeed, max_nodes: int) -> list[str]:
+    """The fewest node-hours within the slack of the fastest fixed cell's cluster time (``equal_speed``), as
+    report lines."""
+    head = (f"node-hours on up to {max_nodes} nodes (modelled) within {100 * found.slack:g} % of the fastest fixed "
             "cell's time there:")
     if not math.isfinite(found.fastest_time):
         return [f"{head} no cell's median over seeds reached the top goal; no bound"]
@@ -301,7 +309,8 @@ def report(cells: list[CellStages], goals: list[float], fit: Fit, cluster: Elast
               f"{cluster.update_seconds(fit, c.batch) * 1e3:.3g} ms there, {fit.seconds(c.batch) * 1e3:.3g} ms on one"
               for c in cells]
     lines.append("")
-    for b in bounds(cells, fit, cluster):
+    minutes, node_hours = cluster_costs(cells, fit, cluster)  # once: the last two bounds and the equal-speed one
+    for b in bounds(cells, minutes, node_hours, cluster.max_nodes):
         if not math.isfinite(b.fixed.cost):
             lines.append(f"{b.objective}: no cell reached the top goal on most seeds; no bound")
             continue
@@ -311,7 +320,7 @@ def report(cells: list[CellStages], goals: list[float], fit: Fit, cluster: Elast
                   f"  best fixed:  {schedule_text(b.fixed, cells, goals)}: {b.fixed.cost:.3g} {b.unit}",
                   f"  oracle:      {schedule_text(b.oracle, cells, goals)}: {b.oracle.cost:.3g} {b.unit}",
                   f"  gain:        {b.gain:.2f}x in sample, {held} held out"]
-    return lines + equal_speed_text(cells, goals, fit, cluster, slack)
+    return lines + equal_speed_text(cells, goals, equal_speed(minutes, node_hours, slack), cluster.max_nodes)
 
 
 @exits_cleanly
