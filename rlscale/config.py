@@ -156,6 +156,10 @@ class ControlConfig:
     # from 8x the best batch, Breakout's halvings took 150-200k agent steps that taught nothing (docs/batch-control.md).
     max_shrink_factor: float = opt(4.0, "largest factor one resize may shrink the batch by")
     cooldown: float = opt(50_000, "observations to train after a resize before the next one")
+    # The cool-down is there so that the estimate reflects the batch it has; while new environments settle the
+    # average takes nothing, and at 512 envs that was all of a 10,000-observation cool-down (docs/batch-control.md).
+    cooldown_measured: bool = opt(True, "count the cool-down in observations the noise average took, not in "
+                                  "every observation trained (the settling batches after a resize left out)")
     # On MinAtar Breakout the auto runs that shrank far below their batch after learning were among the slowest
     # to the top goal (docs/batch-control.md#auto-with-a-learning-floor).
     learning_floor: bool = opt(False, "auto on one machine: after the run's learning line, never shrink below the "
@@ -702,6 +706,7 @@ RESUME_OVERRIDABLE = {"total_frames", "stop_return", "log_interval", "checkpoint
 # A config saved before one of these fields existed ran with the behaviour named by
 # the value here, which is not the field's default today.
 BEHAVIOUR_BEFORE_FIELD = {("control", "probe_cooldown"): True, ("control", "min_gain"): 0.0,
+                          ("control", "cooldown_measured"): False,
                           ("control", "max_shrink_factor"): 2.0, ("control", "cost_outlier_factor"): math.inf,
                           ("pool", "actor_precision"): "fp32", ("noise", "measure_curvature"): False,
                           ("noise", "noise_settle"): 0}

@@ -40,6 +40,22 @@ def test_cooldown_counts_observations():
     assert c.step(32, 1000.0, 160, 7e-4).reason == "cooling down"  # the count restarted
 
 
+def test_the_cooldown_counts_only_observations_the_noise_average_took():
+    """While new environments settle the average takes nothing: at 512 envs a 10,000-observation cool-down
+    passed in 4 updates, before the first of them was measured, and the controller moved on the reading
+    of the batch before."""
+    c = controller(cooldown=1000)
+    for _ in range(20):  # 1,600 observations trained, none measured
+        assert c.step(16, 1000.0, 80, 7e-4, measured=0.0).reason == "cooling down"
+    for _ in range(12):  # 960 measured
+        assert c.step(16, 1000.0, 80, 7e-4, measured=80.0).reason == "cooling down"
+    assert c.step(16, 1000.0, 80, 7e-4, measured=80.0).n_envs == 32  # 1,040 measured: may act
+    every = controller(cooldown=1000, cooldown_measured=False)  # as runs saved before the option
+    for _ in range(12):
+        assert every.step(16, 1000.0, 80, 7e-4, measured=0.0).reason == "cooling down"
+    assert every.step(16, 1000.0, 80, 7e-4, measured=0.0).n_envs == 32
+
+
 def test_hysteresis_band():
     c = controller(cooldown=0)
     assert c.step(16, 80 * 1.49, 80, 1e-3).n_envs == 16  # inside [1/1.5, 1.5] of 80

@@ -211,6 +211,8 @@ def test_state_round_trip():
     ema.update(NoiseSample(1.5, 99.0, 10, 40))
     clone = NoiseScaleEMA.from_state_dict(ema.state_dict())
     assert clone == ema and clone.b_simple == ema.b_simple
+    older = {k: v for k, v in ema.state_dict().items() if k != "observations"}  # saved before the count existed
+    assert NoiseScaleEMA.from_state_dict(older).observations == 0.0
 
 
 def test_estimate_rejects_bad_input():
@@ -236,6 +238,9 @@ def test_meter_weighs_each_part_by_the_fresh_observations_since_its_last_sample(
     assert raw == {"noise_raw/grad_sq_total": sample.grad_sq, "noise_raw/trace_sigma_total": sample.trace_sigma}
     assert meter.emas["total"] == total and meter.emas["policy"] == parts
     assert meter.emas["value"].samples == 0 and meter.b_simple("value") is None
+    # What the cool-down counts: the observations each average took, those its samples stood for.
+    assert meter.taken("total") == meter.taken("policy") == 40 * 40 and meter.taken("value") == 0.0
+    assert meter.taken("hessian") == 0.0 and NoiseMeter(horizon=2_000, parts=("total",)).taken("precond") == 0.0
     metrics = meter.metrics()
     assert metrics["noise/b_simple_policy"] == parts.b_simple and "noise/b_simple" not in metrics  # one tag each
     assert "noise/b_simple_value" not in metrics

@@ -38,9 +38,9 @@ that a batch that returns to where it started returns to its learning rate.
 A resize happens only when the target leaves a hysteresis band around the
 current batch, changes the batch by at most a bounded factor (a larger one to
 shrink: a smaller batch costs no examples), waits for a
-cool-down (observations trained since the last resize, so the estimate
-reflects the current batch; not auto's probe nor its first move after it, which
-follow timings, not the estimate) and respects [min_envs, max_envs]. A missing or
+cool-down (observations since the last resize that the noise average took, so the estimate
+reflects the current batch: not the batches while new environments settle, which take none; not auto's probe
+nor its first move after it, which follow timings, not the estimate) and respects [min_envs, max_envs]. A missing or
 non-finite estimate means hold.
 """
 
@@ -136,11 +136,14 @@ class BatchController:
                                        self.cfg.cluster_round_trip) if self.cfg.cluster_nodes > 0 else None)
 
     def step(self, n_envs: int, noise_scale: float | None, observations: float, lr: float,
-             learned: bool = True, missing: str = "") -> Decision:
+             learned: bool = True, missing: str = "", measured: float | None = None) -> Decision:
         """Called once per update, after it trained on ``observations``; ``learned``: whether the run has
         learned anything yet (its return has risen); ``missing``: why ``noise_scale`` is None, if it is
-        (``NoiseMeter.missing``), for the decision's line."""
-        self.observations_since_resize += observations
+        (``NoiseMeter.missing``), for the decision's line; ``measured``: the observations of this update that
+        the noise average took (``NoiseMeter.taken``; None: all of them), which the cool-down counts with
+        ``cooldown_measured``."""
+        counted = measured if measured is not None and self.cfg.cooldown_measured else observations
+        self.observations_since_resize += counted
         self.agent_steps += observations
         self.anchor(n_envs, lr)
         if learned and not self.floor:

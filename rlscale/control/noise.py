@@ -145,6 +145,7 @@ class NoiseScaleEMA:
     grad_sq_abs_avg: float = 0.0
     trace_abs_avg: float = 0.0
     clipped: int = 0  # estimates the clip has bounded so far
+    observations: float = 0.0  # training observations its samples stood for (the n of every update), summed
 
     def update(self, sample: NoiseSample, observations: float | None = None, clip: float = 0.0) -> None:
         """Add one update's estimates; ``observations`` defaults to the batch size.
@@ -168,6 +169,7 @@ class NoiseScaleEMA:
         self.trace_abs_avg = decay * self.trace_abs_avg + (1.0 - decay) * abs(trace)
         self.weight = decay * self.weight + (1.0 - decay)
         self.samples += 1
+        self.observations += n
 
     def _bounded(self, value: float, bound: float) -> float:
         if abs(value) <= bound:
@@ -284,6 +286,12 @@ class NoiseMeter:
         """The noise scale of a signal (``tags.SIGNALS``): a part's B_simple, or a metric's B_P / B_noise."""
         ema = self.emas.get(part)
         return None if ema is None else ema.b_simple
+
+    def taken(self, part: str) -> float:
+        """The training observations that ``part``'s average has taken so far (0 where it is not measured): the
+        settling batches after new environments join, which neither add nor age, are not among them."""
+        ema = self.emas.get(part)
+        return 0.0 if ema is None else ema.observations
 
     def missing(self, part: str) -> str:
         """Why ``b_simple(part)`` is None (``NoiseScaleEMA.missing``); "" when it is defined."""

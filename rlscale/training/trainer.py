@@ -299,6 +299,7 @@ def train_loop(run: Run) -> None:
         start = time.perf_counter()
         lr = run.last_lr = run.lr_now()
         steps_before = engine.optimizer_steps
+        taken_before = engine.noise.taken(cfg.control.signal) if cfg.noise.measure_noise else 0.0
         result = engine.update(lr)
         if result.skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
             path = save_checkpoint(run)
@@ -323,8 +324,9 @@ def train_loop(run: Run) -> None:
             run.clock.tick(result.optimizer_batch)  # what it trained on: new environments may still be starting
 
         signal = run.signal
+        measured = engine.noise.taken(cfg.control.signal) - taken_before if cfg.noise.measure_noise else None
         decision = run.controller.step(s.n_envs, signal, result.agent_steps, s.base_lr, learned=s.learned,
-                                       missing="" if signal is not None else run.signal_missing)
+                                       missing="" if signal is not None else run.signal_missing, measured=measured)
         s.batch_decisions[decision.kind] = s.batch_decisions.get(decision.kind, 0) + result.agent_steps
         run.batch_note = "" if cfg.control.batch == "fixed" else f"{cfg.control.batch}: {decision.note()}"
         metrics = dict(result.metrics) | cost_metrics(run, result) | cluster_metrics(run)
