@@ -155,7 +155,8 @@ class ControlConfig:
     # A smaller batch costs no examples, and the estimate that asks for it was measured at the larger one:
     # from 8x the best batch, Breakout's halvings took 150-200k agent steps that taught nothing (docs/batch-control.md).
     max_shrink_factor: float = opt(4.0, "largest factor one resize may shrink the batch by")
-    cooldown: float = opt(50_000, "observations to train after a resize before the next one")
+    cooldown: float = opt(50_000, "observations after a resize before the next one (with cooldown_measured, those "
+                          "the noise average took)")
     # The cool-down is there so that the estimate reflects the batch it has; while new environments settle the
     # average takes nothing, and at 512 envs that was all of a 10,000-observation cool-down (docs/batch-control.md).
     cooldown_measured: bool = opt(True, "count the cool-down in observations the noise average took, not in "

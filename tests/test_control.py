@@ -50,6 +50,10 @@ def test_the_cooldown_counts_only_observations_the_noise_average_took():
     for _ in range(12):  # 960 measured
         assert c.step(16, 1000.0, 80, 7e-4, measured=80.0).reason == "cooling down"
     assert c.step(16, 1000.0, 80, 7e-4, measured=80.0).n_envs == 32  # 1,040 measured: may act
+    # A sample that stands for observations trained before the resize (PPO's unmeasured minibatches) counts only
+    # those trained since: after the resize above, 1,000 observations of the old batch do not end the cool-down.
+    c.step(32, 1000.0, 160, 7e-4, measured=1000.0)
+    assert c.observations_since_resize == 160 and c.step(32, 1000.0, 160, 7e-4, measured=160).reason == "cooling down"
     every = controller(cooldown=1000, cooldown_measured=False)  # as runs saved before the option
     for _ in range(12):
         assert every.step(16, 1000.0, 80, 7e-4, measured=0.0).reason == "cooling down"
@@ -135,6 +139,10 @@ def test_lr_unchanged_without_rule_and_state_round_trip():
     clone = controller(cooldown=10_000)
     clone.load_state_dict(waiting.state_dict())
     assert clone.observations_since_resize == waiting.observations_since_resize == 160
+    assert clone.trained_since_resize == 160
+    older = {k: v for k, v in waiting.state_dict().items() if k != "trained_since_resize"}  # saved before the cap
+    clone.load_state_dict(older)
+    assert clone.trained_since_resize == 160
 
 
 def test_crit_ratio_divides_the_signal_for_the_target_but_not_for_the_lr_rule():

@@ -106,7 +106,10 @@ class BatchController:
     # n_steps / n_minibatches for PPO (the minibatch is the optimizer batch).
     observations_per_env: float
     vector_size: int  # environments are added and removed in multiples of this
-    observations_since_resize: float = 0.0
+    observations_since_resize: float = 0.0  # what the cool-down counts (cooldown_measured: those the average took)
+    # Every observation trained since the last resize: the count above never exceeds it. A noise sample can stand for
+    # observations trained before the resize (PPO's unmeasured minibatches, a part measured every few updates).
+    trained_since_resize: float = 0.0
     # Set by the probe resize: its batch was chosen to time the cost model, not by the
     # estimate, so the first move toward B* need not wait out a cool-down there.
     probed: bool = False
@@ -142,8 +145,9 @@ class BatchController:
         (``NoiseMeter.missing``), for the decision's line; ``measured``: the observations of this update that
         the noise average took (``NoiseMeter.taken``; None: all of them), which the cool-down counts with
         ``cooldown_measured``."""
+        self.trained_since_resize += observations
         counted = measured if measured is not None and self.cfg.cooldown_measured else observations
-        self.observations_since_resize += counted
+        self.observations_since_resize = min(self.observations_since_resize + counted, self.trained_since_resize)
         self.agent_steps += observations
         self.anchor(n_envs, lr)
         if learned and not self.floor:
@@ -284,7 +288,7 @@ class BatchController:
         new_envs, new_lr = planned
         if new_envs == n_envs:
             return Decision(n_envs, new_lr, None, "the recorded learning rate", REPLAY)
-        self.observations_since_resize = 0.0
+        self.observations_since_resize = self.trained_since_resize = 0.0
         direction = "grow" if new_envs > n_envs else "shrink"
         return Decision(new_envs, new_lr, None, f"{direction}: replay: the recorded run took {new_envs} envs "
                                                 f"after {self.agent_steps:,.0f} agent steps", RESIZE)
@@ -311,7 +315,7 @@ class BatchController:
             if new_envs * self.observations_per_env < current * h:  # a step smaller than the band: not worth a resize
                 return Decision(n_envs, lr, target, NOTHING_LEARNED, KIND_NOTHING_LEARNED)
         lr = self.lr_for(new_envs * self.observations_per_env, noise_scale, lr)
-        self.observations_since_resize = 0.0
+        self.observations_since_resize = self.trained_since_resize = 0.0
         direction = "grow" if new_envs > n_envs else "shrink"
         return Decision(new_envs, lr, target, f"{direction}: {why} vs {current:,.0f} observations", RESIZE)
 
@@ -335,11 +339,14 @@ class BatchController:
 
     def state_dict(self) -> dict[str, Any]:
         return {"observations_since_resize": self.observations_since_resize, "probed": self.probed,
+                "trained_since_resize": self.trained_since_resize,
                 "cost": self.cost.state_dict(), "agent_steps": self.agent_steps,
                 "reference": list(self.reference) if self.reference is not None else None, "floor": self.floor}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.observations_since_resize = float(state["observations_since_resize"])
+        # Checkpoints from before the cap counted every observation: those are what was trained.
+        self.trained_since_resize = float(state.get("trained_since_resize", self.observations_since_resize))
         self.probed = bool(state.get("probed", False))  # absent from checkpoints before it existed
         self.agent_steps = float(state.get("agent_steps", 0.0))  # likewise; read only by replay, which is newer
         self.floor = float(state.get("floor", 0.0))  # likewise: from such a run the next learned update sets it
