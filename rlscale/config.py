@@ -157,9 +157,9 @@ class ControlConfig:
     max_shrink_factor: float = opt(4.0, "largest factor one resize may shrink the batch by")
     cooldown: float = opt(50_000, "observations after a resize before the next one (with cooldown_measured, those "
                           "the noise average took)")
-    # The cool-down is there so that the estimate reflects the batch it has; while new environments settle the
-    # average takes nothing, and at 512 envs that was all of a 10,000-observation cool-down (docs/batch-control.md).
-    cooldown_measured: bool = opt(True, "count the cool-down in observations the noise average took, not in "
+    # While new environments settle the average takes nothing: at 512 envs that was all of a 10,000-observation
+    # cool-down. Off: it failed the rule set before its runs, on Breakout and CartPole (docs/batch-control.md).
+    cooldown_measured: bool = opt(False, "count the cool-down in observations the noise average took, not in "
                                   "every observation trained (the settling batches after a resize left out)")
     # On MinAtar Breakout the auto runs that shrank far below their batch after learning were among the slowest
     # to the top goal (docs/batch-control.md#auto-with-a-learning-floor).
@@ -707,7 +707,6 @@ RESUME_OVERRIDABLE = {"total_frames", "stop_return", "log_interval", "checkpoint
 # A config saved before one of these fields existed ran with the behaviour named by
 # the value here, which is not the field's default today.
 BEHAVIOUR_BEFORE_FIELD = {("control", "probe_cooldown"): True, ("control", "min_gain"): 0.0,
-                          ("control", "cooldown_measured"): False,
                           ("control", "max_shrink_factor"): 2.0, ("control", "cost_outlier_factor"): math.inf,
                           ("pool", "actor_precision"): "fp32", ("noise", "measure_curvature"): False,
                           ("noise", "noise_settle"): 0}

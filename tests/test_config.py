@@ -55,7 +55,6 @@ def test_saved_config_round_trips(tmp_path):
 
 @pytest.mark.parametrize("section, field, ran_with", [("control", "probe_cooldown", True),
                                                       ("control", "min_gain", 0.0),
-                                                      ("control", "cooldown_measured", False),
                                                       ("control", "max_shrink_factor", 2.0),
                                                       ("control", "cost_outlier_factor", math.inf),
                                                       ("pool", "actor_precision", "fp32"),

@@ -44,7 +44,7 @@ def test_the_cooldown_counts_only_observations_the_noise_average_took():
     """While new environments settle the average takes nothing: at 512 envs a 10,000-observation cool-down
     passed in 4 updates, before the first of them was measured, and the controller moved on the reading
     of the batch before."""
-    c = controller(cooldown=1000)
+    c = controller(cooldown=1000, cooldown_measured=True)
     for _ in range(20):  # 1,600 observations trained, none measured
         assert c.step(16, 1000.0, 80, 7e-4, measured=0.0).reason == "cooling down"
     for _ in range(12):  # 960 measured
@@ -54,7 +54,7 @@ def test_the_cooldown_counts_only_observations_the_noise_average_took():
     # those trained since: after the resize above, 1,000 observations of the old batch do not end the cool-down.
     c.step(32, 1000.0, 160, 7e-4, measured=1000.0)
     assert c.observations_since_resize == 160 and c.step(32, 1000.0, 160, 7e-4, measured=160).reason == "cooling down"
-    every = controller(cooldown=1000, cooldown_measured=False)  # as runs saved before the option
+    every = controller(cooldown=1000)  # the default: every observation trained
     for _ in range(12):
         assert every.step(16, 1000.0, 80, 7e-4, measured=0.0).reason == "cooling down"
     assert every.step(16, 1000.0, 80, 7e-4, measured=0.0).n_envs == 32

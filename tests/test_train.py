@@ -258,7 +258,8 @@ def test_closed_loop_cartpole_resizes_toward_the_noise_scale(tmp_path, capsys):
     """--batch critical on real Ray: every resize moves the batch toward the target logged with it."""
     run_dir = tmp_path / "adaptive"
     code = main(["cartpole", "--n-actors", "2", "--batch", "critical", "--n-envs", "8",
-                 "--min-envs", "4", "--max-envs", "64", "--set", "cooldown=2000", "--set", "noise_parts_every=1",
+                 "--min-envs", "4", "--max-envs", "64", "--set", "cooldown=2000", "--set", "cooldown_measured=true",
+                 "--set", "noise_parts_every=1",
                  "--set", "curvature_every=16", "--set", "noise_clip=10", "--total-frames", "16000",
                  "--run-dir", str(run_dir)])
     assert code == 0
@@ -285,8 +286,8 @@ def test_closed_loop_cartpole_resizes_toward_the_noise_scale(tmp_path, capsys):
     assert resizes
     for old, new, target in resizes:
         assert (new - old) * (target - old * per_env) > 0, (old, new, target)
-    # Each resize waited for 2,000 observations that the noise average took (updates with a raw sample logged),
-    # not counting the batches while new environments settled (noise_settle), which take none.
+    # With cooldown_measured each resize waited for 2,000 observations that the noise average took (updates with a
+    # raw sample logged), not counting the batches while new environments settled (noise_settle), which take none.
     measured_steps = set(steps_of(run_dir, "noise_raw/grad_sq_total"))
     taken, settled_after_a_grow, grown = 0, 0, False
     for before, step, old, new in zip(steps, steps[1:], n_envs, n_envs[1:], strict=False):

@@ -5,6 +5,7 @@
     python research/experiments/run_tables.py grid SWEEP_DIR GOAL          # grid.txt: batch x rate
     python research/experiments/run_tables.py reversals GOAL RUN_DIR...    # resizes.txt lines
     python research/experiments/run_tables.py decisions RUN_DIR...         # decisions.txt lines
+    python research/experiments/run_tables.py waits RUN_DIR...             # resize-waits.txt lines
     python research/experiments/run_tables.py signal RUN_DIR...            # signal-by-batch.txt lines
 
 ``runs``: one line per run under each sweep folder: its agent steps, final envs, training seconds and the
@@ -12,7 +13,9 @@ goals it met (agent steps, training seconds), from summary.json. ``paths``: each
 where it changed, with the agent steps (k) and the learning rate there, from TensorBoard's batch/n_envs
 and train/lr. ``grid``: the median agent steps and seconds to GOAL per (batch, rate) cell of a rate grid,
 and how many seeds reached it. ``reversals``: each ``auto`` run's resizes and changes of direction up to
-GOAL (research/experiments/auto_overhead.py counts them over whole runs instead). ``decisions``: each ``auto``
+GOAL (research/experiments/auto_overhead.py counts them over whole runs instead). ``waits``: each run's resizes after
+its first two and how many followed a cool-down of observations the noise average took (``cooldown_measured``).
+``decisions``: each ``auto``
 run's learning line (agent steps, and the goal window's mean and spread there), its goals, the share of its agent steps after which the controller did each
 kind of thing (summary.json's batch_decisions, since 5df7c0d; of all its agent steps, so steps from before
 the counts show as unrecorded), and after the learning line the most environments
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -109,6 +113,28 @@ def reversals(goal: str, run_dirs: list[Path]) -> None:
               f"  envs median {np.median(envs[keep]):.0f}")
 
 
+def waits(run_dirs: list[Path]) -> None:
+    """Each run's resizes after its first two (auto's probe and its next move, which wait for no cool-down), how many
+    of them came after at least its cool-down of observations the noise average took (updates that logged a raw
+    sample), and the measured observations behind the first few that came sooner."""
+    for run in run_dirs:
+        cooldown = tomllib.loads((run / "config.toml").read_text())["control"]["cooldown"]
+        scalars = read_scalars(run)
+        steps, envs = scalars["batch/n_envs"]
+        measured = set(scalars["noise_raw/grad_sq_total"][0].tolist())
+        taken, count, waited, short = 0, 0, 0, []
+        for before, step, old, new in zip(steps, steps[1:], envs, envs[1:], strict=False):
+            taken += step - before if step in measured else 0
+            if new != old:
+                count += 1
+                if count > 2:
+                    waited += taken >= cooldown
+                    short += [] if taken >= cooldown else [int(taken)]
+                taken = 0
+        print(f"{run.name:28s} resizes after the first two {max(count - 2, 0):3d}, after >= {cooldown:g} measured "
+              f"{waited:3d}; sooner, with measured: {short[:6]}")
+
+
 def decisions(run_dirs: list[Path]) -> None:
     for run in run_dirs:
         s = summary(run) or {}
@@ -170,6 +196,7 @@ def main() -> None:
     r = sub.add_parser("reversals")
     r.add_argument("goal")
     r.add_argument("runs", type=Path, nargs="+")
+    sub.add_parser("waits").add_argument("runs", type=Path, nargs="+")
     sub.add_parser("decisions").add_argument("runs", type=Path, nargs="+")
     sub.add_parser("signal").add_argument("runs", type=Path, nargs="+")
     args = p.parse_args()
@@ -181,6 +208,8 @@ def main() -> None:
         grid(args.sweep, args.goal)
     elif args.table == "reversals":
         reversals(args.goal, args.runs)
+    elif args.table == "waits":
+        waits(args.runs)
     elif args.table == "decisions":
         decisions(args.runs)
     else:

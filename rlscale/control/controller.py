@@ -38,9 +38,9 @@ that a batch that returns to where it started returns to its learning rate.
 A resize happens only when the target leaves a hysteresis band around the
 current batch, changes the batch by at most a bounded factor (a larger one to
 shrink: a smaller batch costs no examples), waits for a
-cool-down (observations since the last resize that the noise average took, so the estimate
-reflects the current batch: not the batches while new environments settle, which take none; not auto's probe
-nor its first move after it, which follow timings, not the estimate) and respects [min_envs, max_envs]. A missing or
+cool-down (observations trained since the last resize, so the estimate reflects the current batch; with
+``cooldown_measured`` only those the noise average took, not the batches while new environments settle; not auto's
+probe nor its first move after it, which follow timings, not the estimate) and respects [min_envs, max_envs]. A missing or
 non-finite estimate means hold.
 """
 

@@ -308,7 +308,7 @@ def variant_of(run: RunRecord) -> str:
     # What the controller follows and how often it may move: runs that differ only here differ in control.
     pace = f" follows {tags.signal_label(c.signal)}" if c.signal != "total" else ""  # the default unnamed
     pace += f" avg {run.cfg.noise.noise_horizon:g} cooldown {c.cooldown:g}"
-    pace += "" if c.cooldown_measured else " of all"  # runs before it counted settling batches too
+    pace += " measured" if c.cooldown_measured else ""  # the cool-down counts only what the noise average took
     if c.signal in tags.METRICS:  # read every k-th batch: k sets how many samples its average holds
         pace += f" every {run.cfg.noise.curvature_every}"
     pace += f" band {c.hysteresis:g}" if c.hysteresis != ControlConfig().hysteresis else ""
