@@ -40,7 +40,7 @@ def test_cooldown_counts_observations():
     assert c.step(32, 1000.0, 160, 7e-4).reason == "cooling down"  # the count restarted
 
 
-def test_the_cooldown_counts_only_observations_the_noise_average_took():
+def test_cooldown_measured_counts_only_observations_the_noise_average_took():
     """While new environments settle the average takes nothing: at 512 envs a 10,000-observation cool-down
     passed in 4 updates, before the first of them was measured, and the controller moved on the reading
     of the batch before."""

@@ -43,6 +43,9 @@ def test_adaptive_runs_that_differ_only_in_their_noise_average_or_cooldown_are_s
     assert variant_of(longer).endswith("avg 200000 cooldown 50000")
     assert variant_of(fixed) == "fixed 40 lr 0.0007"  # nothing to follow, nothing named
     assert len({c.variant for c in cells([preset, longer], [475.0])}) == 2
+    measured = record("c", "auto", 8, 4_000, 0.01)
+    measured.cfg.control.cooldown_measured = True  # the cool-down counts what the noise average took
+    assert variant_of(measured) == variant_of(preset) + " measured"
 
 
 def test_runs_that_follow_another_noise_scale_are_another_variant():

@@ -255,7 +255,8 @@ def test_cartpole_episode_tags_and_goal_summary(tmp_path):
 
 
 def test_closed_loop_cartpole_resizes_toward_the_noise_scale(tmp_path, capsys):
-    """--batch critical on real Ray: every resize moves the batch toward the target logged with it."""
+    """--batch critical on real Ray: every resize moves the batch toward the target logged with it, and with
+    --set cooldown_measured=true waits for a cool-down of observations the noise average took."""
     run_dir = tmp_path / "adaptive"
     code = main(["cartpole", "--n-actors", "2", "--batch", "critical", "--n-envs", "8",
                  "--min-envs", "4", "--max-envs", "64", "--set", "cooldown=2000", "--set", "cooldown_measured=true",
@@ -289,14 +290,15 @@ def test_closed_loop_cartpole_resizes_toward_the_noise_scale(tmp_path, capsys):
     # With cooldown_measured each resize waited for 2,000 observations that the noise average took (updates with a
     # raw sample logged), not counting the batches while new environments settled (noise_settle), which take none.
     measured_steps = set(steps_of(run_dir, "noise_raw/grad_sq_total"))
-    taken, settled_after_a_grow, grown = 0, 0, False
+    taken, settled, settled_before_a_checked_resize, grown = 0, 0, 0, False
     for before, step, old, new in zip(steps, steps[1:], n_envs, n_envs[1:], strict=False):
         taken += step - before if step in measured_steps else 0
-        settled_after_a_grow += step - before if grown and step not in measured_steps else 0
+        settled += step - before if step not in measured_steps else 0
         if new != old:
             assert taken >= 2000, (step, taken)
-            taken, grown = 0, new > old
-    assert settled_after_a_grow > 0, "no batch settled after a grow: the check above tells nothing"
+            settled_before_a_checked_resize += settled if grown else 0
+            taken, settled, grown = 0, 0, new > old
+    assert settled_before_a_checked_resize > 0, "no resize followed a settle after a grow: the check tells nothing"
     out = capsys.readouterr().out
     assert "resize 8 -> " in out and "target batch" in out
     assert "\n  batch control: critical\n" in out  # a controller the user chose: no word on the presets' fixed batch

@@ -30,11 +30,12 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import tomllib
 from pathlib import Path
 
 import numpy as np
 
+from rlscale import tags
+from rlscale.config import load_saved
 from rlscale.goals import GOAL_WINDOW
 from rlscale.rundir.events import read_scalars
 
@@ -114,24 +115,31 @@ def reversals(goal: str, run_dirs: list[Path]) -> None:
 
 
 def waits(run_dirs: list[Path]) -> None:
-    """Each run's resizes after its first two (auto's probe and its next move, which wait for no cool-down), how many
-    of them came after at least its cool-down of observations the noise average took (updates that logged a raw
-    sample), and the measured observations behind the first few that came sooner."""
+    """Each run's resizes after auto's first two (its probe and the next move, which wait for no cool-down unless
+    probe_cooldown), how many of them came after at least its cool-down of observations the noise average took
+    (updates that logged a raw sample of the signal it follows), and the measured observations behind the first
+    few that came sooner. A signal without raw samples (B_P, B_noise, B_PH) cannot be read so: the run is named."""
     for run in run_dirs:
-        cooldown = tomllib.loads((run / "config.toml").read_text())["control"]["cooldown"]
+        control = load_saved(run / "config.toml").control
         scalars = read_scalars(run)
+        raw = tags.raw_noise("grad_sq", control.signal)
+        if raw not in scalars:
+            print(f"{run.name:28s} follows {control.signal}, which logs no raw samples: not read")
+            continue
+        cooldown, exempt = control.cooldown, 2 if control.batch == "auto" and not control.probe_cooldown else 0
         steps, envs = scalars["batch/n_envs"]
-        measured = set(scalars["noise_raw/grad_sq_total"][0].tolist())
+        measured = set(scalars[raw][0].tolist())
         taken, count, waited, short = 0, 0, 0, []
         for before, step, old, new in zip(steps, steps[1:], envs, envs[1:], strict=False):
             taken += step - before if step in measured else 0
             if new != old:
                 count += 1
-                if count > 2:
+                if count > exempt:
                     waited += taken >= cooldown
                     short += [] if taken >= cooldown else [int(taken)]
                 taken = 0
-        print(f"{run.name:28s} resizes after the first two {max(count - 2, 0):3d}, after >= {cooldown:g} measured "
+        first = "after the first two" if exempt else "in all"
+        print(f"{run.name:28s} resizes {first} {max(count - exempt, 0):3d}, after >= {cooldown:g} measured "
               f"{waited:3d}; sooner, with measured: {short[:6]}")
 
 

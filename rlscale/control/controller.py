@@ -146,8 +146,10 @@ class BatchController:
         the noise average took (``NoiseMeter.taken``; None: all of them), which the cool-down counts with
         ``cooldown_measured``."""
         self.trained_since_resize += observations
-        counted = measured if measured is not None and self.cfg.cooldown_measured else observations
-        self.observations_since_resize = min(self.observations_since_resize + counted, self.trained_since_resize)
+        if self.cfg.cooldown_measured and measured is not None:
+            self.observations_since_resize = min(self.observations_since_resize + measured, self.trained_since_resize)
+        else:
+            self.observations_since_resize += observations
         self.agent_steps += observations
         self.anchor(n_envs, lr)
         if learned and not self.floor:
@@ -345,7 +347,8 @@ class BatchController:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.observations_since_resize = float(state["observations_since_resize"])
-        # Checkpoints from before the cap counted every observation: those are what was trained.
+        # Checkpoints from before the cap: their count read as what was trained (exact where it counted every
+        # observation; a lower bound for bf07db9's runs with cooldown_measured, which only tightens the cap).
         self.trained_since_resize = float(state.get("trained_since_resize", self.observations_since_resize))
         self.probed = bool(state.get("probed", False))  # absent from checkpoints before it existed
         self.agent_steps = float(state.get("agent_steps", 0.0))  # likewise; read only by replay, which is newer

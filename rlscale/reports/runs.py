@@ -291,7 +291,8 @@ def batch_path(run: RunRecord, goal: float) -> BatchPath | None:
 
 def variant_of(run: RunRecord) -> str:
     """'fixed 80 lr 0.0007' for a fixed optimizer batch, else the batch control with its first batch,
-    learning-rate rule, noise average and cool-down ('auto from 40 lr 0.0007 noise a1 avg 20000 cooldown 5000')."""
+    learning-rate rule, noise average and cool-down ('auto from 40 lr 0.0007 noise a1 avg 20000 cooldown 5000'; 'cooldown
+    5000 measured' with cooldown_measured)."""
     c, pool = run.cfg.control, run.cfg.pool
     lr = f"lr {run.cfg.agent.lr:g}"
     # Engine settings that can change learning: the policy lag, and bf16 forced on (learner, actors).

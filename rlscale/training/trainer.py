@@ -299,7 +299,8 @@ def train_loop(run: Run) -> None:
         start = time.perf_counter()
         lr = run.last_lr = run.lr_now()
         steps_before = engine.optimizer_steps
-        taken_before = engine.noise.taken(cfg.control.signal) if cfg.noise.measure_noise else 0.0
+        measures_cooldown = cfg.control.cooldown_measured and cfg.noise.measure_noise
+        taken_before = engine.noise.taken(cfg.control.signal) if measures_cooldown else 0.0
         result = engine.update(lr)
         if result.skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
             path = save_checkpoint(run)
@@ -324,7 +325,7 @@ def train_loop(run: Run) -> None:
             run.clock.tick(result.optimizer_batch)  # what it trained on: new environments may still be starting
 
         signal = run.signal
-        measured = engine.noise.taken(cfg.control.signal) - taken_before if cfg.noise.measure_noise else None
+        measured = engine.noise.taken(cfg.control.signal) - taken_before if measures_cooldown else None
         decision = run.controller.step(s.n_envs, signal, result.agent_steps, s.base_lr, learned=s.learned,
                                        missing="" if signal is not None else run.signal_missing, measured=measured)
         s.batch_decisions[decision.kind] = s.batch_decisions.get(decision.kind, 0) + result.agent_steps
