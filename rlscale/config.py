@@ -188,6 +188,10 @@ class ControlConfig:
     cluster_round_trip: float = opt(0.03, "cluster clock: seconds an update spread over more than one node adds")
     cluster_slack: float = opt(0.05, "cluster clock, --batch auto: the wall time per unit of progress it may give "
                                "up against the cluster's fastest batch to use fewer node-hours")
+    # A price in place of the slack (2026-12-07, a study: docs/batch-control.md#auto-on-a-cluster).
+    cluster_price: float = opt(0.0, "cluster clock, --batch auto: the wall seconds one node-second is worth; > 0 "
+                               "aims at the least wall time plus price x node-seconds per unit of progress instead "
+                               "of cluster_slack's rule (0: the slack)")
     cluster_fit: str = opt("", "cluster clock: T(B) = a + b*B as 'a,b' (seconds, seconds per optimizer-batch "
                            "observation) for a run that cannot time two batch sizes itself (a fixed batch); "
                            "default: the run's own fit")
@@ -401,7 +405,7 @@ class Config:
             "ent_coef": a.ent_coef, "vf_coef": a.vf_coef, "max_grad_norm": a.max_grad_norm,
             "noise_parts_every": n.noise_parts_every, "noise_minibatches": n.noise_minibatches, "cooldown": c.cooldown,
             "noise_settle": n.noise_settle, "cluster_nodes": c.cluster_nodes,
-            "cluster_round_trip": c.cluster_round_trip, "cluster_slack": c.cluster_slack,
+            "cluster_round_trip": c.cluster_round_trip, "cluster_slack": c.cluster_slack, "cluster_price": c.cluster_price,
             "learner_threads": lrn.learner_threads, "lr_alpha": c.lr_alpha, "min_gain": c.min_gain,
             "envs_per_actor": p.envs_per_actor,
             "learner_chunk_rows": lrn.learner_chunk_rows,

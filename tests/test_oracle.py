@@ -73,6 +73,19 @@ def test_the_cluster_batch_on_hand_worked_candidates():
         cluster_batch(FIT, CLUSTER, 50, 0.05, [])
 
 
+def test_the_cluster_batch_with_a_price_per_node_second_on_hand_worked_candidates():
+    # The same candidates; the least T_N(B)(1 + B_crit/B)(1 + price n(B)), the slack unused. By hand, B_crit 50:
+    #   price 0.02: 100: 0.300 x 1.02 = 0.306; 200: 0.3125 x 1.04 = 0.325; 400: 0.28125 x 1.08 = 0.30375, the least.
+    #   price 0.03: 100: 0.309; 200: 0.33125; 400: 0.315: one node (the two cross at 0.01875 / 0.825 = 0.0227).
+    #   B_crit 200, price 0.3: 100: 0.6 x 1.3 = 0.78; 200: 0.5 x 1.6 = 0.8; 400: 0.375 x 2.2 = 0.825: one node.
+    candidates = [400, 100, 200]
+    assert cluster_batch(FIT, CLUSTER, 50, 0.05, candidates, price=0.02) == 400
+    assert cluster_batch(FIT, CLUSTER, 50, 0.05, candidates, price=0.03) == 100
+    assert cluster_batch(FIT, CLUSTER, 50, 0.5, candidates, price=0.03) == 100  # the slack does not enter
+    assert cluster_batch(FIT, CLUSTER, 200, 0.05, candidates, price=0.3) == 100
+    assert cluster_batch(FIT, CLUSTER, 200, 0.05, candidates, price=0.2) == 400
+
+
 def test_one_node_is_this_machine():
     one = ElasticCluster(max_nodes=1, node_batch=100, round_trip=0.05)
     for batch in (10, 100, 5000):

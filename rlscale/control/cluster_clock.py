@@ -60,9 +60,11 @@ class ElasticCluster:
 
 
 def cluster_batch(fit: Fit, cluster: ElasticCluster, critical: float, slack: float,
-                  candidates: Iterable[float]) -> float:
+                  candidates: Iterable[float], price: float = 0.0) -> float:
     """The batch ``auto`` aims at on an elastic cluster: the fewest node-seconds per unit of progress
-    among the candidate batches whose wall time per unit of progress is within ``slack`` of the fastest.
+    among the candidate batches whose wall time per unit of progress is within ``slack`` of the fastest;
+    with a ``price`` > 0 (the wall seconds one node-second is worth) instead the least wall time plus
+    ``price`` x node-seconds per unit of progress, T_N(B)(1 + B_crit/B)(1 + price n(B)).
 
     Progress per update is 1/(1 + B_crit/B) of a full-batch step (paper eq. D.1), so a candidate's wall
     time per unit of progress is T_N(B)(1 + B_crit/B) and its cost n(B) T_N(B)(1 + B_crit/B). While a
@@ -74,6 +76,8 @@ def cluster_batch(fit: Fit, cluster: ElasticCluster, critical: float, slack: flo
     if not batches:
         raise ValueError("no candidate batch")
     wall = [cluster.update_seconds(fit, b) * (1.0 + critical / b) for b in batches]
+    if price > 0:
+        return min((w * (1.0 + price * cluster.nodes_for(b)), b) for b, w in zip(batches, wall, strict=True))[1]
     fastest = min(wall)
     allowed = [(cluster.nodes_for(b) * w, b) for b, w in zip(batches, wall, strict=True)
                if w <= (1.0 + slack) * fastest]

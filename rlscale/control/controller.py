@@ -173,10 +173,12 @@ class BatchController:
         left_out = f"; {fit.left_out:,.0f}'s timings left out: off the line" if fit is not None and fit.left_out else ""
         gain = 0.0
         if self.cfg.batch == "auto" and self.cluster is not None:
-            target = cluster_batch(fit, self.cluster, critical, self.cfg.cluster_slack, self._candidates())
+            price = self.cfg.cluster_price
+            target = cluster_batch(fit, self.cluster, critical, self.cfg.cluster_slack, self._candidates(), price)
             gain = math.inf  # the node-hours it saves or the time it wins: min_gain weighs one machine's time
-            why = (f"on up to {self.cluster.max_nodes} nodes, {target:,.0f} is within {self.cfg.cluster_slack:.0%} "
-                   f"of the fastest batch at the fewest node-hours ({self._signal_text(noise_scale)}{left_out})")
+            rule = (f"has the least time + {price:g} x node-seconds" if price > 0 else
+                    f"is within {self.cfg.cluster_slack:.0%} of the fastest batch at the fewest node-hours")
+            why = f"on up to {self.cluster.max_nodes} nodes, {target:,.0f} {rule} ({self._signal_text(noise_scale)}{left_out})"
         elif self.cfg.batch == "auto":
             target = optimal_batch(fit, critical)
             gain = predicted_speedup(fit, current, critical) - 1.0

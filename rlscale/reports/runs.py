@@ -320,6 +320,7 @@ def variant_of(run: RunRecord) -> str:
     pace += f" settle {run.cfg.noise.noise_settle}" if run.cfg.noise.noise_settle != NoiseConfig().noise_settle else ""
     # auto chooses for the cluster it was told of: another controller than one machine's.
     pace += f" for {c.cluster_nodes} nodes" if c.batch == "auto" and c.cluster_nodes else ""
+    pace += f" price {c.cluster_price:g}" if c.batch == "auto" and c.cluster_nodes and c.cluster_price else ""
     return (f"{c.batch} from {optimizer_batch(run):g} "
             f"{lr}{rule}{ratio}{probe}{gain}{pace}{engine}")
 
