@@ -295,11 +295,12 @@ def train_loop(run: Run) -> None:
     cfg, s, engine = run.cfg, run.state, run.engine
     total = cfg.total_agent_steps
     rate = StepRate(s.agent_steps)
+    # cooldown_measured: the controller's cool-down counts the observations the noise average took each update.
+    measures_cooldown = cfg.control.cooldown_measured and cfg.noise.measure_noise
     while s.agent_steps < total:
         start = time.perf_counter()
         lr = run.last_lr = run.lr_now()
         steps_before = engine.optimizer_steps
-        measures_cooldown = cfg.control.cooldown_measured and cfg.noise.measure_noise
         taken_before = engine.noise.taken(cfg.control.signal) if measures_cooldown else 0.0
         result = engine.update(lr)
         if result.skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
