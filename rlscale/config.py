@@ -192,6 +192,9 @@ class ControlConfig:
     cluster_price: float = opt(0.0, "cluster clock, --batch auto: the wall seconds one node-second is worth; > 0 "
                                "aims at the least wall time plus price x node-seconds per unit of progress instead "
                                "of cluster_slack's rule (0: the slack)")
+    # A tie between one node and many moves with the batch the reading is taken at (docs/batch-control.md#auto-on-a-cluster).
+    cluster_hysteresis: float = opt(1.0, "cluster clock, --batch auto: resize only when the move holds with the noise "
+                                    "scale this factor the other way (1: off)")
     cluster_fit: str = opt("", "cluster clock: T(B) = a + b*B as 'a,b' (seconds, seconds per optimizer-batch "
                            "observation) for a run that cannot time two batch sizes itself (a fixed batch); "
                            "default: the run's own fit")
@@ -434,6 +437,8 @@ class Config:
             raise UserError("hysteresis must be >= 1, and max_resize_factor and max_shrink_factor > 1")
         if not c.cost_outlier_factor > 1.0:
             raise UserError(f"cost_outlier_factor must be > 1 (inf: fit every batch size), not {c.cost_outlier_factor:g}")
+        if not (c.cluster_hysteresis >= 1.0 and math.isfinite(c.cluster_hysteresis)):
+            raise UserError(f"cluster_hysteresis must be >= 1 (1: off), not {c.cluster_hysteresis:g}")
         if c.batch == "auto" and c.hysteresis >= c.max_resize_factor:
             # auto's probes move the batch by one max_resize_factor to time a second size; a move
             # that stays inside the hysteresis band is never made, so the cost model would never fit.

@@ -121,6 +121,7 @@ def test_a_setting_in_the_wrong_section_of_a_preset_names_its_section(tmp_path):
     ({"min_gain": -0.1}, "min_gain must be zero or positive"),
     ({"noise_settle": -5}, "noise_settle must be zero or positive"),
     ({"cluster_price": -0.1}, "cluster_price must be zero or positive"),
+    ({"cluster_hysteresis": 0.5}, "cluster_hysteresis must be >= 1"),
     ({"noise_clip": 0.5}, "noise_clip must be 0 (off) or above 1"),
     ({"batch": "critical", "n_envs": 512}, "outside [--min-envs"),
 ])

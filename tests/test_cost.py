@@ -9,7 +9,13 @@ import pytest
 
 from rlscale.config import ControlConfig, build_config
 from rlscale.control.cluster_clock import cluster_batch
-from rlscale.control.controller import AT_FLOOR, NOTHING_LEARNED, BatchController, Decision
+from rlscale.control.controller import (
+    AT_FLOOR,
+    HYSTERESIS,
+    NOTHING_LEARNED,
+    BatchController,
+    Decision,
+)
 from rlscale.control.cost import (
     CostModel,
     Fit,
@@ -572,6 +578,32 @@ def test_auto_on_a_cluster_aims_at_the_cluster_batch_not_b_star():
     assert d.n_envs == 64 and "on up to 4 nodes" in d.reason  # 160 -> 320 observations: one factor of 2
     # One machine's B* reads sqrt(r 110.6 x 2,700) = 547: the same direction, another target.
     assert timed(auto()).step(32, 2700.0, 1000, 7e-4).target_batch == pytest.approx(546.5, rel=1e-3)
+
+
+def test_on_a_cluster_the_reading_band_holds_a_batch_that_a_reading_within_it_would_choose():
+    """cluster_hysteresis: a cluster move waits while some reading within the band puts the target at this batch."""
+    def breakout(**kw) -> BatchController:
+        c = auto(cluster_nodes=16, cluster_node_envs=16, cluster_round_trip=0.03, **kw)
+        for batch in (80, 160):
+            for _ in range(5):
+                c.cost.add(batch, 0.0032 + 0.000044 * batch)
+        return c
+    # By hand, T(B) = 3.2 ms + 0.044 ms x B: one node at 80 takes 6.72 ms an update, 14-16 nodes 36.72 ms (30 ms
+    # round trip). At B_crit 500 one node is fastest (6.72 x 7.25 = 48.7 against 1,280's 36.72 x 1.39 = 51.1);
+    # at 600 it is not within 5 % of 1,280 (57.1 > 1.05 x 53.9), and 1,120 on 14 nodes is (56.4): the target jumps.
+    assert breakout().step(16, 500.0, 1000, 7e-4).target_batch == 80
+    grow = breakout().step(16, 600.0, 1000, 7e-4)
+    assert grow.target_batch == 1120 and grow.n_envs == 32
+    held = breakout(cluster_hysteresis=1.5).step(16, 600.0, 1000, 7e-4)  # 600 / 1.5 = 400 puts it at 80
+    assert held.n_envs == 16 and held.kind == HYSTERESIS and "puts the cluster batch at 80" in held.reason
+    assert breakout(cluster_hysteresis=1.5).step(16, 1000.0, 1000, 7e-4).n_envs == 32  # 1,000 / 1.5 = 667: above
+    # From 256 environments (1,280 observations) the same band holds a shrink: 400 x 1.5 = 600 puts it at 1,120.
+    assert breakout().step(256, 400.0, 1000, 7e-4).n_envs == 64
+    assert breakout(cluster_hysteresis=1.5).step(256, 400.0, 1000, 7e-4).n_envs == 256
+    assert breakout(cluster_hysteresis=1.5).step(256, 300.0, 1000, 7e-4).n_envs == 64  # 450: still one node
+    # Two nodes (160) is no reading's cluster batch: the band does not hold a run there.
+    assert breakout(cluster_hysteresis=1.5).step(32, 600.0, 1000, 7e-4).n_envs == 64
+    assert breakout(cluster_hysteresis=1.5).step(32, 400.0, 1000, 7e-4).n_envs == 16
 
 
 def test_auto_does_not_grow_before_anything_is_learned():

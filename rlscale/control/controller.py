@@ -194,12 +194,34 @@ class BatchController:
             return Decision(n_envs, lr, target, "cooling down", COOLING_DOWN)
         if self.cfg.batch == "auto" and gain < self.cfg.min_gain:
             return Decision(n_envs, lr, target, f"B* {target:,.0f} only {gain:.1%} faster (< min_gain)", SMALL_GAIN)
+        if self.cluster is not None and self.cfg.cluster_hysteresis > 1.0 and not 1 / self.cfg.hysteresis <= (
+                target / current) <= self.cfg.hysteresis:
+            held = self._reading_band_holds(fit, noise_scale, current)
+            if held:
+                return Decision(n_envs, lr, target, held, HYSTERESIS)
         if self.cfg.learning_floor and self.cluster is None and self.cfg.batch == "auto" and target < self.floor:
             if self.floor * self.cfg.hysteresis >= current:  # the floor is the batch it has, or near it
                 return Decision(n_envs, lr, target, f"at the learning floor, {self.floor:,.0f} observations", AT_FLOOR)
             why = f"{why}; floor {self.floor:,.0f} observations, the batch at the learning line"
             target = self.floor
         return self._resize_toward(n_envs, noise_scale, current, target, lr, why, ceiling)
+
+    def _reading_band_holds(self, fit: Fit, noise_scale: float, current: float) -> str:
+        """Why a cluster move is held ("" to make it): the current batch is, within the batch's hysteresis band, the
+        cluster batch at some reading within ``cluster_hysteresis`` of the one measured (checked at nine readings
+        across that band). The cluster's target jumps at a tie (one node against many), so a band on the batch cannot
+        hold it; and the reading rises with the batch it is taken at (MinAtar Breakout: 75-190 on one node, 449-746 at
+        >= 160 environments), so a reading near the tie tipped runs across it and back. A batch that no reading in the
+        band would choose (two nodes, where the targets jump from one to many) is left as before."""
+        band, h = self.cfg.cluster_hysteresis, self.cfg.hysteresis
+        for k in range(-4, 5):
+            reading = noise_scale * band ** (k / 4)
+            batch = cluster_batch(fit, self.cluster, self.critical_batch(reading), self.cfg.cluster_slack,
+                                  self._candidates(), self.cfg.cluster_price)
+            if current / h <= batch <= current * h:
+                return (f"within the reading's band: {self._signal_text(reading)}, within {band:g}x of the "
+                        f"{noise_scale:,.0f} read, puts the cluster batch at {batch:,.0f}")
+        return ""
 
     def growth_ceiling(self, fit: Fit | None) -> float:
         """The largest optimizer batch the hold lets a run grow to before it has learned anything. Where growing

@@ -321,6 +321,8 @@ def variant_of(run: RunRecord) -> str:
     # auto chooses for the cluster it was told of: another controller than one machine's.
     pace += f" for {c.cluster_nodes} nodes" if c.batch == "auto" and c.cluster_nodes else ""
     pace += f" price {c.cluster_price:g}" if c.batch == "auto" and c.cluster_nodes and c.cluster_price else ""
+    pace += (f" reading band {c.cluster_hysteresis:g}"
+             if c.batch == "auto" and c.cluster_nodes and c.cluster_hysteresis != 1.0 else "")
     return (f"{c.batch} from {optimizer_batch(run):g} "
             f"{lr}{rule}{ratio}{probe}{gain}{pace}{engine}")
 
