@@ -192,9 +192,10 @@ class ControlConfig:
     cluster_price: float = opt(0.0, "cluster clock, --batch auto: the wall seconds one node-second is worth; > 0 "
                                "aims at the least wall time plus price x node-seconds per unit of progress instead "
                                "of cluster_slack's rule (0: the slack)")
-    # A tie between one node and many moves with the batch the reading is taken at (docs/batch-control.md#auto-on-a-cluster).
-    cluster_hysteresis: float = opt(1.0, "cluster clock, --batch auto: resize only when the move holds with the noise "
-                                    "scale this factor the other way (1: off)")
+    # Off: it failed the rule set before its runs, on three games (docs/batch-control.md#auto-on-a-cluster).
+    cluster_hysteresis: float = opt(1.0, "cluster clock, --batch auto, once learning shows: hold a move while a reading "
+                                    "up to this factor the other way puts the cluster batch within the hysteresis "
+                                    "band of the current one (1: off)")
     cluster_fit: str = opt("", "cluster clock: T(B) = a + b*B as 'a,b' (seconds, seconds per optimizer-batch "
                            "observation) for a run that cannot time two batch sizes itself (a fixed batch); "
                            "default: the run's own fit")

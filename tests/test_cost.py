@@ -11,8 +11,8 @@ from rlscale.config import ControlConfig, build_config
 from rlscale.control.cluster_clock import cluster_batch
 from rlscale.control.controller import (
     AT_FLOOR,
-    HYSTERESIS,
     NOTHING_LEARNED,
+    READING_BAND,
     BatchController,
     Decision,
 )
@@ -589,13 +589,14 @@ def test_on_a_cluster_the_reading_band_holds_a_batch_that_a_reading_within_it_wo
                 c.cost.add(batch, 0.0032 + 0.000044 * batch)
         return c
     # By hand, T(B) = 3.2 ms + 0.044 ms x B: one node at 80 takes 6.72 ms an update, 14-16 nodes 36.72 ms (30 ms
-    # round trip). At B_crit 500 one node is fastest (6.72 x 7.25 = 48.7 against 1,280's 36.72 x 1.39 = 51.1);
-    # at 600 it is not within 5 % of 1,280 (57.1 > 1.05 x 53.9), and 1,120 on 14 nodes is (56.4): the target jumps.
+    # round trip). At B_crit 500 one node is fastest (6.72 x 7.25 = 48.7 against 1,280's 36.72 x 1.39 = 51.1) and
+    # the cheapest; at 600 it is not within 5 % of 1,280 (57.1 > 1.05 x 53.9), and 1,120 on 14 nodes is (56.4): the
+    # target jumps. The tie, 6.72 + 0.084 C = 1.05 (36.72 + 0.0287 C), lies at C = 591.
     assert breakout().step(16, 500.0, 1000, 7e-4).target_batch == 80
     grow = breakout().step(16, 600.0, 1000, 7e-4)
     assert grow.target_batch == 1120 and grow.n_envs == 32
     held = breakout(cluster_hysteresis=1.5).step(16, 600.0, 1000, 7e-4)  # 600 / 1.5 = 400 puts it at 80
-    assert held.n_envs == 16 and held.kind == HYSTERESIS and "puts the cluster batch at 80" in held.reason
+    assert held.n_envs == 16 and held.kind == READING_BAND and "puts the cluster batch at 80" in held.reason
     assert breakout(cluster_hysteresis=1.5).step(16, 1000.0, 1000, 7e-4).n_envs == 32  # 1,000 / 1.5 = 667: above
     # From 256 environments (1,280 observations) the same band holds a shrink: 400 x 1.5 = 600 puts it at 1,120.
     assert breakout().step(256, 400.0, 1000, 7e-4).n_envs == 64
@@ -604,6 +605,13 @@ def test_on_a_cluster_the_reading_band_holds_a_batch_that_a_reading_within_it_wo
     # Two nodes (160) is no reading's cluster batch: the band does not hold a run there.
     assert breakout(cluster_hysteresis=1.5).step(32, 600.0, 1000, 7e-4).n_envs == 64
     assert breakout(cluster_hysteresis=1.5).step(32, 400.0, 1000, 7e-4).n_envs == 16
+    # Before learning the hold decides, not the band: a grow is held as nothing learned, a shrink is made.
+    unlearned = breakout(cluster_hysteresis=1.5)
+    unlearned.hold_until_learning = True
+    assert unlearned.step(16, 600.0, 1000, 7e-4, learned=False).reason == NOTHING_LEARNED
+    assert unlearned.step(256, 400.0, 1000, 7e-4, learned=False).n_envs == 64
+    # Only auto weighs the cluster batch: critical's target is its own.
+    assert breakout(batch="critical", cluster_hysteresis=1.5).step(16, 600.0, 1000, 7e-4).n_envs == 32
 
 
 def test_auto_does_not_grow_before_anything_is_learned():

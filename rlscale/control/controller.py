@@ -65,6 +65,7 @@ RESIZE, FIXED, REPLAY = "resize", "fixed", "replay"
 NO_ESTIMATE, TIMING, KIND_NOTHING_LEARNED = "no estimate", "timing", "nothing learned"
 COOLING_DOWN, SMALL_GAIN, HYSTERESIS, AT_BOUND = "cooling down", "small gain", "within hysteresis", "at bound"
 AT_FLOOR = "at learning floor"  # learning_floor: a shrink held at the batch of the learning line
+READING_BAND = "reading band"  # cluster_hysteresis: a cluster move held by a reading within the band
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,8 @@ class Decision:
         if self.kind == RESIZE:
             return "resized"
         reason_omits_target = (self.target_batch is not None
-                               and self.kind in (AT_BOUND, COOLING_DOWN, KIND_NOTHING_LEARNED, HYSTERESIS, AT_FLOOR))
+                               and self.kind in (AT_BOUND, COOLING_DOWN, KIND_NOTHING_LEARNED, HYSTERESIS, AT_FLOOR,
+                                                 READING_BAND))
         return f"{self.reason} (target {self.target_batch:,.0f})" if reason_omits_target else self.reason
 
 
@@ -194,11 +196,12 @@ class BatchController:
             return Decision(n_envs, lr, target, "cooling down", COOLING_DOWN)
         if self.cfg.batch == "auto" and gain < self.cfg.min_gain:
             return Decision(n_envs, lr, target, f"B* {target:,.0f} only {gain:.1%} faster (< min_gain)", SMALL_GAIN)
-        if self.cluster is not None and self.cfg.cluster_hysteresis > 1.0 and not 1 / self.cfg.hysteresis <= (
-                target / current) <= self.cfg.hysteresis:
-            held = self._reading_band_holds(fit, noise_scale, current)
+        # The band weighs the readings of a run that has learned (before that the hold decides), and only a move.
+        if (self.cfg.batch == "auto" and self.cluster is not None and self.cfg.cluster_hysteresis > 1.0
+                and ceiling == math.inf and not 1 / self.cfg.hysteresis <= target / current <= self.cfg.hysteresis):
+            held = self._reading_band_holds(fit, noise_scale, current, grow=target > current)
             if held:
-                return Decision(n_envs, lr, target, held, HYSTERESIS)
+                return Decision(n_envs, lr, target, held, READING_BAND)
         if self.cfg.learning_floor and self.cluster is None and self.cfg.batch == "auto" and target < self.floor:
             if self.floor * self.cfg.hysteresis >= current:  # the floor is the batch it has, or near it
                 return Decision(n_envs, lr, target, f"at the learning floor, {self.floor:,.0f} observations", AT_FLOOR)
@@ -206,18 +209,18 @@ class BatchController:
             target = self.floor
         return self._resize_toward(n_envs, noise_scale, current, target, lr, why, ceiling)
 
-    def _reading_band_holds(self, fit: Fit, noise_scale: float, current: float) -> str:
+    def _reading_band_holds(self, fit: Fit, noise_scale: float, current: float, grow: bool) -> str:
         """Why a cluster move is held ("" to make it): the current batch is, within the batch's hysteresis band, the
-        cluster batch at some reading within ``cluster_hysteresis`` of the one measured (checked at nine readings
-        across that band). The cluster's target jumps at a tie (one node against many), so a band on the batch cannot
-        hold it; and the reading rises with the batch it is taken at (MinAtar Breakout: 75-190 on one node, 449-746 at
-        >= 160 environments), so a reading near the tie tipped runs across it and back. A batch that no reading in the
-        band would choose (two nodes, where the targets jump from one to many) is left as before."""
+        cluster batch at some reading up to ``cluster_hysteresis`` times the other way from the one measured (below it
+        for a grow, above for a shrink; four checked). The cluster's target jumps at the one-node/many-node tie (80 to
+        1,040-2,560 observations on MinAtar Breakout), so the batch's own band cannot hold it. A batch that no such
+        reading chooses (two nodes, inside the jump) is left as before; any cluster move is weighed, not only a jump."""
         band, h = self.cfg.cluster_hysteresis, self.cfg.hysteresis
-        for k in range(-4, 5):
-            reading = noise_scale * band ** (k / 4)
-            batch = cluster_batch(fit, self.cluster, self.critical_batch(reading), self.cfg.cluster_slack,
-                                  self._candidates(), self.cfg.cluster_price)
+        candidates = self._candidates()
+        for k in range(1, 5):
+            reading = noise_scale * band ** (-k / 4 if grow else k / 4)
+            batch = cluster_batch(fit, self.cluster, self.critical_batch(reading), self.cfg.cluster_slack, candidates,
+                                  self.cfg.cluster_price)
             if current / h <= batch <= current * h:
                 return (f"within the reading's band: {self._signal_text(reading)}, within {band:g}x of the "
                         f"{noise_scale:,.0f} read, puts the cluster batch at {batch:,.0f}")
