@@ -595,7 +595,7 @@ def test_on_a_cluster_the_reading_band_holds_a_batch_that_a_reading_within_it_wo
     assert breakout().step(16, 500.0, 1000, 7e-4).target_batch == 80
     grow = breakout().step(16, 600.0, 1000, 7e-4)
     assert grow.target_batch == 1120 and grow.n_envs == 32
-    held = breakout(cluster_hysteresis=1.5).step(16, 600.0, 1000, 7e-4)  # 600 / 1.5 = 400 puts it at 80
+    held = breakout(cluster_hysteresis=1.5).step(16, 600.0, 1000, 7e-4)  # 600 / 1.5^(1/4) = 542 puts it at 80
     assert held.n_envs == 16 and held.kind == READING_BAND and "puts the cluster batch at 80" in held.reason
     assert breakout(cluster_hysteresis=1.5).step(16, 1000.0, 1000, 7e-4).n_envs == 32  # 1,000 / 1.5 = 667: above
     # From 256 environments (1,280 observations) the same band holds a shrink: 400 x 1.5 = 600 puts it at 1,120.
