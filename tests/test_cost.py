@@ -614,6 +614,18 @@ def test_on_a_cluster_the_reading_band_holds_a_batch_that_a_reading_within_it_wo
     assert breakout(batch="critical", cluster_hysteresis=1.5).step(16, 600.0, 1000, 7e-4).n_envs == 32
 
 
+def test_auto_on_a_cluster_chooses_with_cluster_fit_where_one_is_given():
+    """cluster_fit, the T(B) the clock prices with, is the model auto's cluster choice uses; else the run's own."""
+    own = timed(auto(cluster_nodes=16))  # its own fit: 52 ms + 0.47 ms x B, where one node never wins
+    assert own.step(16, 300.0, 1000, 7e-4).n_envs == 32
+    # Given 3.2 ms + 0.044 ms x B, B_crit 300 lies under the tie at 591 (the band test's hand-worked case): one node.
+    given = timed(auto(cluster_nodes=16, cluster_fit="0.0032,0.000044"))
+    decision = given.step(16, 300.0, 1000, 7e-4)
+    assert decision.n_envs == 16 and decision.target_batch == 80
+    grow = given.step(4, 300.0, 1000, 7e-4)  # from 20 observations toward one node's 80
+    assert grow.n_envs == 8 and "T(B) of cluster_fit" in grow.reason
+
+
 def test_auto_does_not_grow_before_anything_is_learned():
     c = timed(auto(cluster_nodes=4))
     c.hold_until_learning = True

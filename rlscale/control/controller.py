@@ -139,6 +139,10 @@ class BatchController:
         self.cost.outlier_factor = self.cfg.cost_outlier_factor
         self.cluster = (ElasticCluster(self.cfg.cluster_nodes, self.cfg.cluster_node_envs * self.observations_per_env,
                                        self.cfg.cluster_round_trip) if self.cfg.cluster_nodes > 0 else None)
+        # The T(B) the cluster clock prices with where the user gave one (cluster_fit): auto then chooses on the model
+        # its run is priced by. Else its own fit, of this machine's timings at whatever batches the run visited.
+        given = self.cfg.cluster_cost()
+        self.cluster_priced = Fit(*given) if given is not None and self.cluster is not None else None
 
     def step(self, n_envs: int, noise_scale: float | None, observations: float, lr: float,
              learned: bool = True, missing: str = "", measured: float | None = None) -> Decision:
@@ -175,12 +179,14 @@ class BatchController:
         left_out = f"; {fit.left_out:,.0f}'s timings left out: off the line" if fit is not None and fit.left_out else ""
         gain = 0.0
         if self.cfg.batch == "auto" and self.cluster is not None:
-            price = self.cfg.cluster_price
-            target = cluster_batch(fit, self.cluster, critical, self.cfg.cluster_slack, self._candidates(), price)
+            price, priced = self.cfg.cluster_price, self.cluster_priced or fit
+            target = cluster_batch(priced, self.cluster, critical, self.cfg.cluster_slack, self._candidates(), price)
             gain = math.inf  # the node-hours it saves or the time it wins: min_gain weighs one machine's time
             rule = (f"has the least time + {price:g} x node-seconds" if price > 0 else
                     f"is within {self.cfg.cluster_slack:.0%} of the fastest batch at the fewest node-hours")
-            why = f"on up to {self.cluster.max_nodes} nodes, {target:,.0f} {rule} ({self._signal_text(noise_scale)}{left_out})"
+            priced_by = "; T(B) of cluster_fit" if self.cluster_priced else ""
+            why = (f"on up to {self.cluster.max_nodes} nodes, {target:,.0f} {rule} ({self._signal_text(noise_scale)}"
+                   f"{left_out}{priced_by})")
         elif self.cfg.batch == "auto":
             target = optimal_batch(fit, critical)
             gain = predicted_speedup(fit, current, critical) - 1.0
@@ -199,7 +205,7 @@ class BatchController:
         # The band weighs the readings of a run that has learned (before that the hold decides), and only a move.
         if (self.cfg.batch == "auto" and self.cluster is not None and self.cfg.cluster_hysteresis > 1.0
                 and ceiling == math.inf and not 1 / self.cfg.hysteresis <= target / current <= self.cfg.hysteresis):
-            held = self._reading_band_holds(fit, noise_scale, current, grow=target > current)
+            held = self._reading_band_holds(self.cluster_priced or fit, noise_scale, current, grow=target > current)
             if held:
                 return Decision(n_envs, lr, target, held, READING_BAND)
         if self.cfg.learning_floor and self.cluster is None and self.cfg.batch == "auto" and target < self.floor:

@@ -323,6 +323,8 @@ def variant_of(run: RunRecord) -> str:
     pace += f" price {c.cluster_price:g}" if c.batch == "auto" and c.cluster_nodes and c.cluster_price else ""
     pace += (f" reading band {c.cluster_hysteresis:g}"
              if c.batch == "auto" and c.cluster_nodes and c.cluster_hysteresis != 1.0 else "")
+    # Since the commit after 1104452 auto on a cluster chooses with cluster_fit where it is given: another controller.
+    pace += " given T(B)" if c.batch == "auto" and c.cluster_nodes and c.cluster_fit else ""
     return (f"{c.batch} from {optimizer_batch(run):g} "
             f"{lr}{rule}{ratio}{probe}{gain}{pace}{engine}")
 
