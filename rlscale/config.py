@@ -197,8 +197,8 @@ class ControlConfig:
                                     "up to this factor the other way puts the cluster batch within the hysteresis "
                                     "band of the current one (1: off)")
     cluster_fit: str = opt("", "cluster clock: T(B) = a + b*B as 'a,b' (seconds, seconds per optimizer-batch "
-                           "observation) for a run that cannot time two batch sizes itself (a fixed batch); "
-                           "default: the run's own fit")
+                           "observation): the clock prices with it and --batch auto makes its cluster choice with it; "
+                           "a fixed batch, which cannot time two sizes itself, needs it (default: the run's own fit)")
     # docs/studies.md rule 4: if the replay (on other seeds) trains as fast, the gain was the schedule.
     replay_from: str = opt("", "replay: the run directory whose environments and learning rate, step by step, "
                            "this run follows without measuring or reacting")

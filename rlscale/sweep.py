@@ -64,7 +64,8 @@ class Trial:
 
 def without_cluster(overrides: dict[str, Any]) -> dict[str, Any]:
     """The settings every trial shares, checked without the cluster clock: it is checked per trial (a fixed
-    trial needs cluster_fit, an auto one fits its own T(B)), not on the preset's fixed batch."""
+    trial needs cluster_fit, an auto one fits its own T(B) or uses cluster_fit where given), not on the preset's fixed
+    batch."""
     return {k: v for k, v in overrides.items() if k != "cluster_nodes"}
 
 

@@ -616,7 +616,7 @@ def test_on_a_cluster_the_reading_band_holds_a_batch_that_a_reading_within_it_wo
 
 def test_auto_on_a_cluster_chooses_with_cluster_fit_where_one_is_given():
     """cluster_fit, the T(B) the clock prices with, is the model auto's cluster choice uses; else the run's own."""
-    own = timed(auto(cluster_nodes=16))  # its own fit: 52 ms + 0.47 ms x B, where one node never wins
+    own = timed(auto(cluster_nodes=16))  # its own fit: 52 ms + 0.47 ms x B, where one node loses at B_crit 300
     assert own.step(16, 300.0, 1000, 7e-4).n_envs == 32
     # Given 3.2 ms + 0.044 ms x B, B_crit 300 lies under the tie at 591 (the band test's hand-worked case): one node.
     given = timed(auto(cluster_nodes=16, cluster_fit="0.0032,0.000044"))
@@ -624,6 +624,9 @@ def test_auto_on_a_cluster_chooses_with_cluster_fit_where_one_is_given():
     assert decision.n_envs == 16 and decision.target_batch == 80
     grow = given.step(4, 300.0, 1000, 7e-4)  # from 20 observations toward one node's 80
     assert grow.n_envs == 8 and "T(B) of cluster_fit" in grow.reason
+    # The reading band weighs its readings with the given T(B) too: at 600 / 1.5^(1/4) = 542 it puts one node.
+    banded = timed(auto(cluster_nodes=16, cluster_fit="0.0032,0.000044", cluster_hysteresis=1.5))
+    assert banded.step(16, 600.0, 1000, 7e-4).kind == READING_BAND
 
 
 def test_auto_does_not_grow_before_anything_is_learned():

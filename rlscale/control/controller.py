@@ -19,7 +19,8 @@ number of minibatches for PPO.
             current batch: near B* the time is flat and a resize is not free.
             With ``cluster_nodes`` it chooses for an elastic cluster instead: the fewest
             node-hours per unit of progress within ``cluster_slack`` of the cluster's
-            fastest batch (``rlscale.control.cluster_clock.cluster_batch``). It does not grow
+            fastest batch (``rlscale.control.cluster_clock.cluster_batch``), priced with ``cluster_fit``'s
+            T(B) where given (after its own two sizes are timed), else its own fit. It does not grow
             before the run has learned anything: the noise scale reads high while the gradient is
             mostly noise, and a larger batch then spends examples (or, on a cluster, machines) that
             teach nothing. On one machine it may then still grow to the cost model's exchange rate
