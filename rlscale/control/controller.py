@@ -179,8 +179,9 @@ class BatchController:
         critical = self.critical_batch(noise_scale)
         left_out = f"; {fit.left_out:,.0f}'s timings left out: off the line" if fit is not None and fit.left_out else ""
         gain = 0.0
+        priced = self.cluster_priced or fit  # the T(B) a cluster choice is made on
         if self.cfg.batch == "auto" and self.cluster is not None:
-            price, priced = self.cfg.cluster_price, self.cluster_priced or fit
+            price = self.cfg.cluster_price
             target = cluster_batch(priced, self.cluster, critical, self.cfg.cluster_slack, self._candidates(), price)
             gain = math.inf  # the node-hours it saves or the time it wins: min_gain weighs one machine's time
             rule = (f"has the least time + {price:g} x node-seconds" if price > 0 else
@@ -206,7 +207,7 @@ class BatchController:
         # The band weighs the readings of a run that has learned (before that the hold decides), and only a move.
         if (self.cfg.batch == "auto" and self.cluster is not None and self.cfg.cluster_hysteresis > 1.0
                 and ceiling == math.inf and not 1 / self.cfg.hysteresis <= target / current <= self.cfg.hysteresis):
-            held = self._reading_band_holds(self.cluster_priced or fit, noise_scale, current, grow=target > current)
+            held = self._reading_band_holds(priced, noise_scale, current, grow=target > current)
             if held:
                 return Decision(n_envs, lr, target, held, READING_BAND)
         if self.cfg.learning_floor and self.cluster is None and self.cfg.batch == "auto" and target < self.floor:
