@@ -97,10 +97,10 @@ class Run:
     batch_note: str = ""  # the progress line's word on why the controller holds the batch (none for a fixed one)
 
     def cluster_fit(self) -> Fit | None:
-        """The T(B) the cluster clock prices updates with: cluster_fit when given, else the run's own."""
-        given = self.cfg.control.cluster_cost()
-        if given is not None:
-            return Fit(*given)
+        """The T(B) the cluster clock prices updates with: cluster_fit when given (the controller's, which chooses
+        with it too), else the run's own."""
+        if self.controller.cluster_priced is not None:
+            return self.controller.cluster_priced
         fit = self.controller.cost.fit
         return fit if fit is not None and not fit.unresolved else None
 
