@@ -196,6 +196,11 @@ class ControlConfig:
     cluster_hysteresis: float = opt(1.0, "cluster clock, --batch auto, once learning shows: hold a move while a reading "
                                     "up to this factor the other way puts the cluster batch within the hysteresis "
                                     "band of the current one (1: off)")
+    # Asterix's plateau (MinAtar) passes in fewer updates at a larger batch while its return stays flat, and auto's
+    # shrinks there on readings of noise cost it time (docs/batch-control.md#auto-on-a-cluster).
+    cluster_hold_start: bool = opt(False, "cluster clock, --batch auto: before the run has learned anything, keep the "
+                                   "start batch (no probe, no shrink on the reading); the cost model's probe follows "
+                                   "the learning line")
     cluster_fit: str = opt("", "cluster clock: T(B) = a + b*B as 'a,b' (seconds, seconds per optimizer-batch "
                            "observation): the clock prices with it and --batch auto makes its cluster choice with it; "
                            "a fixed batch, which cannot time two sizes itself, needs it (default: the run's own fit)")

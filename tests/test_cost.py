@@ -11,8 +11,10 @@ from rlscale.config import ControlConfig, build_config
 from rlscale.control.cluster_clock import cluster_batch
 from rlscale.control.controller import (
     AT_FLOOR,
+    KIND_NOTHING_LEARNED,
     NOTHING_LEARNED,
     READING_BAND,
+    START_HELD,
     BatchController,
     Decision,
 )
@@ -627,6 +629,24 @@ def test_auto_on_a_cluster_chooses_with_cluster_fit_where_one_is_given():
     # The reading band weighs its readings with the given T(B) too: at 600 / 1.5^(1/4) = 542 it puts one node.
     banded = timed(auto(cluster_nodes=16, cluster_fit="0.0032,0.000044", cluster_hysteresis=1.5))
     assert banded.step(16, 600.0, 1000, 7e-4).kind == READING_BAND
+
+
+def test_auto_on_a_cluster_with_cluster_hold_start_keeps_its_start_until_learning():
+    """cluster_hold_start: before the learning line neither the probe nor a reading moves the start; after it, the
+    cost model's probe times one size up (nothing smaller is needed once growing is allowed)."""
+    c = timed(auto(cluster_nodes=16, cluster_hold_start=True), batches=(160,))  # the start timed: a probe is due
+    c.hold_until_learning = True
+    for reading in (20.0, 2700.0):  # a small target and a large one
+        held = c.step(32, reading, 1000, 7e-4, learned=False)
+        assert held.n_envs == 32 and held.reason == START_HELD and held.kind == KIND_NOTHING_LEARNED
+    assert c.step(32, 2700.0, 1000, 7e-4, learned=True).n_envs == 64
+    # Without it the same controller probes down before learning, and a fitted one follows a small reading down.
+    plain = timed(auto(cluster_nodes=16), batches=(160,))
+    plain.hold_until_learning = True
+    assert plain.step(32, 2700.0, 1000, 7e-4, learned=False).n_envs == 16
+    fitted = timed(auto(cluster_nodes=16))
+    fitted.hold_until_learning = True
+    assert fitted.step(64, 20.0, 1000, 7e-4, learned=False).n_envs < 64
 
 
 def test_auto_does_not_grow_before_anything_is_learned():

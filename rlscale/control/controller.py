@@ -23,7 +23,8 @@ number of minibatches for PPO.
             T(B) where given (after its own two sizes are timed), else its own fit. It does not grow
             before the run has learned anything: the noise scale reads high while the gradient is
             mostly noise, and a larger batch then spends examples (or, on a cluster, machines) that
-            teach nothing. On one machine it may then still grow to the cost model's exchange rate
+            teach nothing (on a cluster with ``cluster_hold_start`` it keeps its start until then, and probes
+            after). On one machine it may then still grow to the cost model's exchange rate
             r = a/b where its start lies below: there an update's time is mostly its fixed overhead (on MinAtar
             Asterix T(B) = 3.8 ms + 0.051 ms x B puts an example at 10 observations at 4.4x the time of one
             at 80: research/data/auto-study-2026-12-06-xeon-amx/minatar-asterix-aa7a509/oracle.txt).
@@ -58,6 +59,7 @@ from rlscale.control.cost import CostModel, Fit, optimal_batch, predicted_speedu
 from rlscale.control.schedule import Schedule
 
 NOTHING_LEARNED = "nothing learned yet (the mean return has not risen): not growing"
+START_HELD = "nothing learned yet (the mean return has not risen): holding the start batch"
 
 
 # What a decision did, one word or two for each reason: the run's summary sums agent steps under each
@@ -172,6 +174,10 @@ class BatchController:
         fit = self.cost.fit
         # The largest batch it may grow to now: any, once learning shows (or without the hold).
         ceiling = math.inf if learned or not self.hold_until_learning else self.growth_ceiling(fit)
+        if (self.cfg.batch == "auto" and self.cluster is not None and self.cfg.cluster_hold_start
+                and ceiling != math.inf):
+            # Before the learning line the reading is noise either way: the start, the user's choice, is kept.
+            return Decision(n_envs, lr, None, START_HELD, KIND_NOTHING_LEARNED)
         if self.cfg.batch == "auto" and fit is None:
             return self._probe(n_envs, noise_scale, current, lr, ceiling)
         if self.cfg.batch == "auto" and fit.unresolved:

@@ -1,0 +1,37 @@
+"""Where each run's 100-episode mean return first reaches each level: agent steps, updates and (on the cluster clock's
+runs) cluster minutes. Usage: python crossings.py 1,2,4,8 RUN_DIR..."""
+
+import sys
+
+import numpy as np
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+
+def scalars(ea: EventAccumulator, tag: str) -> tuple[np.ndarray, np.ndarray]:
+    events = ea.Scalars(tag)
+    return np.array([e.step for e in events]), np.array([e.value for e in events])
+
+
+def main() -> None:
+    levels = [float(x) for x in sys.argv[1].split(",")]
+    for run in sys.argv[2:]:
+        ea = EventAccumulator(run, size_guidance={"scalars": 0})
+        ea.Reload()
+        steps, returns = scalars(ea, "rollout/episode_return")
+        update_steps, updates = scalars(ea, "train/updates")
+        clock = scalars(ea, "cluster/wall_seconds") if "cluster/wall_seconds" in ea.Tags()["scalars"] else None
+        mean = np.convolve(returns, np.ones(100) / 100, mode="valid")
+        mean_steps = steps[99:]
+        cells = []
+        for level in levels:
+            if not (mean >= level).any():
+                cells.append(f"{level:g}:-")
+                continue
+            at = mean_steps[np.argmax(mean >= level)]
+            minutes = f"/{np.interp(at, *clock) / 60:.2f}m" if clock is not None else ""
+            cells.append(f"{level:g}:{at / 1e3:.0f}k/{np.interp(at, update_steps, updates):.0f}u{minutes}")
+        print(run.rstrip("/").split("/")[-1], " ".join(cells))
+
+
+if __name__ == "__main__":
+    main()
