@@ -196,11 +196,11 @@ class ControlConfig:
     cluster_hysteresis: float = opt(1.0, "cluster clock, --batch auto, once learning shows: hold a move while a reading "
                                     "up to this factor the other way puts the cluster batch within the hysteresis "
                                     "band of the current one (1: off)")
-    # Asterix's plateau (MinAtar) passes in fewer updates at a larger batch while its return stays flat, and auto's
-    # shrinks there on readings of noise cost it time (docs/batch-control.md#auto-on-a-cluster).
-    cluster_hold_start: bool = opt(False, "cluster clock, --batch auto: before the run has learned anything, keep the "
-                                   "start batch (no probe, no shrink on the reading); the cost model's probe follows "
-                                   "the learning line")
+    # Before its learning line MinAtar Asterix passes its plateau in fewer updates at a larger batch while its return
+    # stays flat, and on one node an update pays no round trip (docs/batch-control.md#auto-on-a-cluster).
+    cluster_one_node_first: bool = opt(False, "cluster clock, --batch auto: until the run's learning line, train on its "
+                                       "start or, where that spans more than one node, on one node's batch (no probe "
+                                       "below it, no move on the reading)")
     cluster_fit: str = opt("", "cluster clock: T(B) = a + b*B as 'a,b' (seconds, seconds per optimizer-batch "
                            "observation): the clock prices with it and --batch auto makes its cluster choice with it; "
                            "a fixed batch, which cannot time two sizes itself, needs it (default: the run's own fit)")
@@ -730,7 +730,7 @@ BEHAVIOUR_BEFORE_FIELD = {("control", "probe_cooldown"): True, ("control", "min_
 # Settings of the in-run measurement (--batch measured), retired when it became `rlscale measure`:
 # a saved config that names them still loads, without them.
 RETIRED = {("run", "serial")} | {("control", key) for key in ("branches", "branch_window", "progress", "progress_episodes", "branch_runs",
-                                        "branches_at_once", "heldout_rollouts", "remeasure", "remeasure_noise")}
+                                        "branches_at_once", "heldout_rollouts", "remeasure", "remeasure_noise")} | {("control", "cluster_hold_start")}
 
 
 def _moved_to_their_sections(data: dict[str, Any], where: str) -> dict[str, Any]:

@@ -13,8 +13,9 @@ from rlscale.control.controller import (
     AT_FLOOR,
     KIND_NOTHING_LEARNED,
     NOTHING_LEARNED,
+    ONE_NODE_HELD,
     READING_BAND,
-    START_HELD,
+    TIMING,
     BatchController,
     Decision,
 )
@@ -631,22 +632,33 @@ def test_auto_on_a_cluster_chooses_with_cluster_fit_where_one_is_given():
     assert banded.step(16, 600.0, 1000, 7e-4).kind == READING_BAND
 
 
-def test_auto_on_a_cluster_with_cluster_hold_start_keeps_its_start_until_learning():
-    """cluster_hold_start: before the learning line neither the probe nor a reading moves the start; after it, the
-    cost model's probe times one size up (nothing smaller is needed once growing is allowed)."""
-    c = timed(auto(cluster_nodes=16, cluster_hold_start=True), batches=(160,))  # the start timed: a probe is due
-    c.hold_until_learning = True
+def test_auto_on_a_cluster_with_cluster_one_node_first_trains_on_one_node_until_learning():
+    """cluster_one_node_first: before the learning line a start on one node (80 observations here) is held, neither
+    probed below nor moved by a reading; a larger start shrinks to one node, a step each once its batch is timed."""
+    small = timed(auto(cluster_nodes=16, cluster_one_node_first=True), batches=(40,))  # the start timed: a probe is due
+    small.hold_until_learning = True
     for reading in (20.0, 2700.0):  # a small target and a large one
-        held = c.step(32, reading, 1000, 7e-4, learned=False)
-        assert held.n_envs == 32 and held.reason == START_HELD and held.kind == KIND_NOTHING_LEARNED
-    assert c.step(32, 2700.0, 1000, 7e-4, learned=True).n_envs == 64
-    # Without it the same controller probes down before learning, and a fitted one follows a small reading down.
-    plain = timed(auto(cluster_nodes=16), batches=(160,))
+        held = small.step(8, reading, 1000, 7e-4, learned=False)
+        assert held.n_envs == 8 and held.reason == ONE_NODE_HELD and held.kind == KIND_NOTHING_LEARNED
+    assert small.step(8, 2700.0, 1000, 7e-4, learned=True).n_envs == 16  # after it, the probe times one size up
+    # From 2,560 observations (512 environments): not until the start is timed, then by max_shrink_factor to 80.
+    large = auto(cluster_nodes=16, cluster_one_node_first=True, max_envs=512)
+    large.hold_until_learning = True
+    assert large.step(512, 2700.0, 1000, 7e-4, learned=False).kind == TIMING
+    n_envs = 512
+    for batch, after in ((2560, 640), (640, 160), (160, 80)):
+        timed(large, batches=(batch,))
+        n_envs = large.step(n_envs, 2700.0, 1000, 7e-4, learned=False).n_envs
+        assert n_envs * 5 == after
+    assert large.step(n_envs, 20.0, 1000, 7e-4, learned=False).reason == ONE_NODE_HELD
+    # On one machine the setting does nothing: the probe still times a smaller batch.
+    one_machine = timed(auto(cluster_one_node_first=True), batches=(160,))
+    one_machine.hold_until_learning = True
+    assert one_machine.step(32, 2700.0, 1000, 7e-4, learned=False).n_envs == 16
+    # Without it the same cluster controller probes down from its one-node start before learning.
+    plain = timed(auto(cluster_nodes=16), batches=(40,))
     plain.hold_until_learning = True
-    assert plain.step(32, 2700.0, 1000, 7e-4, learned=False).n_envs == 16
-    fitted = timed(auto(cluster_nodes=16))
-    fitted.hold_until_learning = True
-    assert fitted.step(64, 20.0, 1000, 7e-4, learned=False).n_envs < 64
+    assert plain.step(8, 2700.0, 1000, 7e-4, learned=False).n_envs == 4
 
 
 def test_auto_does_not_grow_before_anything_is_learned():

@@ -55,9 +55,9 @@ def test_adaptive_runs_that_differ_only_in_their_noise_average_or_cooldown_are_s
     # On a cluster, auto choosing with the given T(B) or with a band on its reading is another controller.
     assert variant_of(given) == variant_of(on_cluster) + " given T(B)"
     assert variant_of(banded) == variant_of(on_cluster) + " reading band 1.5"
-    start_held = record("h", "auto", 8, 4_000, 0.01)
-    start_held.cfg.control.cluster_nodes, start_held.cfg.control.cluster_hold_start = 16, True
-    assert variant_of(start_held) == variant_of(on_cluster) + " start held"
+    one_node = record("h", "auto", 8, 4_000, 0.01)
+    one_node.cfg.control.cluster_nodes, one_node.cfg.control.cluster_one_node_first = 16, True
+    assert variant_of(one_node) == variant_of(on_cluster) + " one node first"
 
 
 def test_runs_that_follow_another_noise_scale_are_another_variant():

@@ -11,10 +11,10 @@ number of minibatches for PPO.
 * auto:     target batch = B* = sqrt((a/b) * B_crit), the wall-time optimum of the
             measured cost model T(B) = a + b*B (``rlscale.control.cost``, docs/batch-control.md). Until
             the model is identified (two batch sizes timed), one probe resize by
-            max_resize_factor (down before anything is learned; up from --min-envs on one machine), as soon as the
-            start has its timings, gives it a second size; while its fitted overhead
-            is 0 (B* = 0) it times one batch a factor smaller, and while its slope is not positive
-            (B* unbounded) one a factor larger. It resizes only when the
+            max_resize_factor (down before anything is learned; to one node with cluster_one_node_first; up
+            from --min-envs on one machine), as soon as the start has its timings, gives it a second size;
+            while its fitted overhead is 0 (B* = 0) it times one batch a factor smaller, and while its slope
+            is not positive (B* unbounded) one a factor larger. It resizes only when the
             model predicts B* at least ``min_gain`` faster per unit of progress than the
             current batch: near B* the time is flat and a resize is not free.
             With ``cluster_nodes`` it chooses for an elastic cluster instead: the fewest
@@ -23,8 +23,8 @@ number of minibatches for PPO.
             T(B) where given (after its own two sizes are timed), else its own fit. It does not grow
             before the run has learned anything: the noise scale reads high while the gradient is
             mostly noise, and a larger batch then spends examples (or, on a cluster, machines) that
-            teach nothing (on a cluster with ``cluster_hold_start`` it keeps its start until then, and probes
-            after). On one machine it may then still grow to the cost model's exchange rate
+            teach nothing (on a cluster with ``cluster_one_node_first`` it trains on its start, or one node's
+            batch where the start spans more, until then). On one machine it may then still grow to the cost model's exchange rate
             r = a/b where its start lies below: there an update's time is mostly its fixed overhead (on MinAtar
             Asterix T(B) = 3.8 ms + 0.051 ms x B puts an example at 10 observations at 4.4x the time of one
             at 80: research/data/auto-study-2026-12-06-xeon-amx/minatar-asterix-aa7a509/oracle.txt).
@@ -59,7 +59,7 @@ from rlscale.control.cost import CostModel, Fit, optimal_batch, predicted_speedu
 from rlscale.control.schedule import Schedule
 
 NOTHING_LEARNED = "nothing learned yet (the mean return has not risen): not growing"
-START_HELD = "nothing learned yet (the mean return has not risen): holding the start batch"
+ONE_NODE_HELD = "nothing learned yet (the mean return has not risen): holding one node's batch or less"
 
 
 # What a decision did, one word or two for each reason: the run's summary sums agent steps under each
@@ -174,10 +174,9 @@ class BatchController:
         fit = self.cost.fit
         # The largest batch it may grow to now: any, once learning shows (or without the hold).
         ceiling = math.inf if learned or not self.hold_until_learning else self.growth_ceiling(fit)
-        if (self.cfg.batch == "auto" and self.cluster is not None and self.cfg.cluster_hold_start
-                and ceiling != math.inf):
-            # Before the learning line the reading is noise either way: the start, the user's choice, is kept.
-            return Decision(n_envs, lr, None, START_HELD, KIND_NOTHING_LEARNED)
+        if (self.cfg.batch == "auto" and self.cluster is not None and self.cfg.cluster_one_node_first
+                and not learned and self.hold_until_learning):
+            return self._one_node_until_learning(n_envs, noise_scale, current, lr)
         if self.cfg.batch == "auto" and fit is None:
             return self._probe(n_envs, noise_scale, current, lr, ceiling)
         if self.cfg.batch == "auto" and fit.unresolved:
@@ -292,6 +291,21 @@ class BatchController:
                                        "probe: timing a second batch size for the cost model", ceiling)
         self.probed = decision.n_envs != n_envs and not self.cfg.probe_cooldown
         return decision
+
+    def _one_node_until_learning(self, n_envs: int, noise_scale: float, current: float, lr: float) -> Decision:
+        """cluster_one_node_first, before the learning line: the start where it fits one node, else one node's batch,
+        reached by shrinks each made once the current batch is timed (so that the cost model has its sizes), then
+        held: any batch on one node is. The reading is noise there in both directions; one node pays no round trip (on SpaceInvaders two
+        nodes' update took 3x one node's), and its batch passes a plateau counted in updates sooner than a smaller
+        one (on Asterix 40 rather than 20)."""
+        start = self.reference[0] if self.reference is not None else current
+        target = min(start, self.cluster.node_batch)
+        if self.cluster.nodes_for(current) == 1:
+            return Decision(n_envs, lr, target, ONE_NODE_HELD, KIND_NOTHING_LEARNED)
+        if not self._timed(current):
+            return Decision(n_envs, lr, target, "timing this batch for the cost model", TIMING)
+        return self._resize_toward(n_envs, noise_scale, current, target, lr,
+                                   f"one node ({target:,.0f} observations) until the learning line", ceiling=target)
 
     def _timed(self, current: float) -> bool:
         """The current batch has the timings it needs to enter the cost model's fit."""

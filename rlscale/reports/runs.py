@@ -325,7 +325,7 @@ def variant_of(run: RunRecord) -> str:
              if c.batch == "auto" and c.cluster_nodes and c.cluster_hysteresis != 1.0 else "")
     # Since the commit after 1104452 auto on a cluster chooses with cluster_fit where it is given: another controller.
     pace += " given T(B)" if c.batch == "auto" and c.cluster_nodes and c.cluster_fit else ""
-    pace += " start held" if c.batch == "auto" and c.cluster_nodes and c.cluster_hold_start else ""
+    pace += " one node first" if c.batch == "auto" and c.cluster_nodes and c.cluster_one_node_first else ""
     return (f"{c.batch} from {optimizer_batch(run):g} "
             f"{lr}{rule}{ratio}{probe}{gain}{pace}{engine}")
 

@@ -1,5 +1,5 @@
 """Where each run's 100-episode mean return first reaches each level: agent steps, updates and (on the cluster clock's
-runs) cluster minutes. Usage: python crossings.py 1,2,4,8 RUN_DIR..."""
+runs) cluster minutes ("?" before the clock's first log). Usage: python crossings.py 1,2,4,8 RUN_DIR..."""
 
 import sys
 
@@ -28,7 +28,9 @@ def main() -> None:
                 cells.append(f"{level:g}:-")
                 continue
             at = mean_steps[np.argmax(mean >= level)]
-            minutes = f"/{np.interp(at, *clock) / 60:.2f}m" if clock is not None else ""
+            # The clock logs from the run's second timed size on (its own fit): before that, no minutes.
+            logged = clock is not None and clock[0][0] <= at
+            minutes = f"/{np.interp(at, *clock) / 60:.2f}m" if logged else ("/?m" if clock is not None else "")
             cells.append(f"{level:g}:{at / 1e3:.0f}k/{np.interp(at, update_steps, updates):.0f}u{minutes}")
         print(run.rstrip("/").split("/")[-1], " ".join(cells))
 
