@@ -727,10 +727,12 @@ BEHAVIOUR_BEFORE_FIELD = {("control", "probe_cooldown"): True, ("control", "min_
                           ("noise", "noise_settle"): 0}
 
 
-# Settings of the in-run measurement (--batch measured), retired when it became `rlscale measure`:
-# a saved config that names them still loads, without them.
+# Settings of the in-run measurement (--batch measured), retired when it became `rlscale measure`, and
+# cluster_hold_start (a cluster study's setting of 838cb39, taken out by the rule set before its runs):
+# a saved config that names them still loads, without them (a held run reads as plain auto).
 RETIRED = {("run", "serial")} | {("control", key) for key in ("branches", "branch_window", "progress", "progress_episodes", "branch_runs",
-                                        "branches_at_once", "heldout_rollouts", "remeasure", "remeasure_noise")} | {("control", "cluster_hold_start")}
+                                        "branches_at_once", "heldout_rollouts", "remeasure", "remeasure_noise",
+                                        "cluster_hold_start")}
 
 
 def _moved_to_their_sections(data: dict[str, Any], where: str) -> dict[str, Any]:

@@ -651,6 +651,12 @@ def test_auto_on_a_cluster_with_cluster_one_node_first_trains_on_one_node_until_
         n_envs = large.step(n_envs, 2700.0, 1000, 7e-4, learned=False).n_envs
         assert n_envs * 5 == after
     assert large.step(n_envs, 20.0, 1000, 7e-4, learned=False).reason == ONE_NODE_HELD
+    # From 400 (80 environments) a step of 4 ends at 100, two nodes; the next, 100 -> 80, lies inside the hysteresis
+    # band but is made: two nodes pay a round trip an update.
+    odd = timed(auto(cluster_nodes=16, cluster_one_node_first=True), batches=(400, 100))
+    odd.hold_until_learning = True
+    assert odd.step(80, 2700.0, 1000, 7e-4, learned=False).n_envs == 20
+    assert odd.step(20, 2700.0, 1000, 7e-4, learned=False).n_envs == 16
     # On one machine the setting does nothing: the probe still times a smaller batch.
     one_machine = timed(auto(cluster_one_node_first=True), batches=(160,))
     one_machine.hold_until_learning = True

@@ -11,8 +11,9 @@ number of minibatches for PPO.
 * auto:     target batch = B* = sqrt((a/b) * B_crit), the wall-time optimum of the
             measured cost model T(B) = a + b*B (``rlscale.control.cost``, docs/batch-control.md). Until
             the model is identified (two batch sizes timed), one probe resize by
-            max_resize_factor (down before anything is learned; to one node with cluster_one_node_first; up
-            from --min-envs on one machine), as soon as the start has its timings, gives it a second size;
+            max_resize_factor (down before anything is learned; up from --min-envs on one machine), as soon as
+            the start has its timings, gives it a second size (with cluster_one_node_first on a cluster: the
+            shrinks to one node before learning, or the probe after it);
             while its fitted overhead is 0 (B* = 0) it times one batch a factor smaller, and while its slope
             is not positive (B* unbounded) one a factor larger. It resizes only when the
             model predicts B* at least ``min_gain`` faster per unit of progress than the
@@ -293,19 +294,27 @@ class BatchController:
         return decision
 
     def _one_node_until_learning(self, n_envs: int, noise_scale: float, current: float, lr: float) -> Decision:
-        """cluster_one_node_first, before the learning line: the start where it fits one node, else one node's batch,
-        reached by shrinks each made once the current batch is timed (so that the cost model has its sizes), then
-        held: any batch on one node is. The reading is noise there in both directions; one node pays no round trip (on SpaceInvaders two
-        nodes' update took 3x one node's), and its batch passes a plateau counted in updates sooner than a smaller
-        one (on Asterix 40 rather than 20)."""
-        start = self.reference[0] if self.reference is not None else current
-        target = min(start, self.cluster.node_batch)
+        """cluster_one_node_first, before the learning line: hold any batch on one node (the start, where it fits
+        one); from a start that spans more, shrink by up to ``max_shrink_factor`` at a time, once the current batch
+        is timed (so that the cost model has its sizes), to one node's batch or below. The reading is noise there in
+        both directions; one node pays no round trip (on SpaceInvaders two nodes' update took 3x one node's), and
+        its batch passes a plateau counted in updates sooner than a smaller one (on Asterix 40 rather than 20)."""
+        target = min(self.reference[0], self.cluster.node_batch)  # anchored by step() before this
         if self.cluster.nodes_for(current) == 1:
             return Decision(n_envs, lr, target, ONE_NODE_HELD, KIND_NOTHING_LEARNED)
         if not self._timed(current):
             return Decision(n_envs, lr, target, "timing this batch for the cost model", TIMING)
-        return self._resize_toward(n_envs, noise_scale, current, target, lr,
-                                   f"one node ({target:,.0f} observations) until the learning line", ceiling=target)
+        # Rounded down and past the hysteresis band: a step that ended just above one node (100 from 400
+        # observations, then 100 -> 80 inside the band) would otherwise sit on two nodes until the learning line.
+        step_to = max(target, current / self.cfg.max_shrink_factor) / self.observations_per_env
+        new_envs = max(self.vector_size, math.floor(step_to / self.vector_size + 1e-9) * self.vector_size)
+        new_envs = min(max(new_envs, self.cfg.min_envs), self.cfg.max_envs)
+        if new_envs >= n_envs:
+            return Decision(n_envs, lr, target, "at min_envs", AT_BOUND)
+        lr = self.lr_for(new_envs * self.observations_per_env, noise_scale, lr)
+        self.observations_since_resize = self.trained_since_resize = 0.0
+        return Decision(new_envs, lr, target, f"shrink: one node ({target:,.0f} observations) until the learning "
+                                              f"line vs {current:,.0f} observations", RESIZE)
 
     def _timed(self, current: float) -> bool:
         """The current batch has the timings it needs to enter the cost model's fit."""
