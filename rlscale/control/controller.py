@@ -25,8 +25,8 @@ number of minibatches for PPO.
             before the run has learned anything: the noise scale reads high while the gradient is
             mostly noise, and a larger batch then spends examples (or, on a cluster, machines) that
             teach nothing (on a cluster with ``cluster_one_node_first`` it trains on its start, or one node's
-            batch where the start spans more, until then). On one machine it may then still grow to the cost model's exchange rate
-            r = a/b where its start lies below: there an update's time is mostly its fixed overhead (on MinAtar
+            batch where the start spans more, until then). On one machine it may then still grow to the cost
+            model's exchange rate r = a/b where its start lies below: there an update's time is mostly its fixed overhead (on MinAtar
             Asterix T(B) = 3.8 ms + 0.051 ms x B puts an example at 10 observations at 4.4x the time of one
             at 80: research/data/auto-study-2026-12-06-xeon-amx/minatar-asterix-aa7a509/oracle.txt).
 * replay:   the environments and learning rate a recorded run took at each agent step
@@ -311,10 +311,8 @@ class BatchController:
         new_envs = min(max(new_envs, self.cfg.min_envs), self.cfg.max_envs)
         if new_envs >= n_envs:
             return Decision(n_envs, lr, target, "at min_envs", AT_BOUND)
-        lr = self.lr_for(new_envs * self.observations_per_env, noise_scale, lr)
-        self.observations_since_resize = self.trained_since_resize = 0.0
-        return Decision(new_envs, lr, target, f"shrink: one node ({target:,.0f} observations) until the learning "
-                                              f"line vs {current:,.0f} observations", RESIZE)
+        return self._resized(n_envs, new_envs, noise_scale, current, target, lr,
+                             f"one node ({target:,.0f} observations) until the learning line")
 
     def _timed(self, current: float) -> bool:
         """The current batch has the timings it needs to enter the cost model's fit."""
@@ -380,6 +378,11 @@ class BatchController:
             new_envs = max(n_envs, math.floor(ceiling / self.observations_per_env / self.vector_size) * self.vector_size)
             if new_envs * self.observations_per_env < current * h:  # a step smaller than the band: not worth a resize
                 return Decision(n_envs, lr, target, NOTHING_LEARNED, KIND_NOTHING_LEARNED)
+        return self._resized(n_envs, new_envs, noise_scale, current, target, lr, why)
+
+    def _resized(self, n_envs: int, new_envs: int, noise_scale: float, current: float, target: float, lr: float,
+                 why: str) -> Decision:
+        """A resize to ``new_envs``: its learning rate by the run's rule, the cool-down restarted."""
         lr = self.lr_for(new_envs * self.observations_per_env, noise_scale, lr)
         self.observations_since_resize = self.trained_since_resize = 0.0
         direction = "grow" if new_envs > n_envs else "shrink"
