@@ -26,9 +26,9 @@ number of minibatches for PPO.
             mostly noise, and a larger batch then spends examples (or, on a cluster, machines) that
             teach nothing (on a cluster with ``cluster_one_node_first`` it trains on its start, or one node's
             batch where the start spans more, until then). On one machine it may then still grow to the cost
-            model's exchange rate r = a/b where its start lies below: there an update's time is mostly its fixed overhead (on MinAtar
-            Asterix T(B) = 3.8 ms + 0.051 ms x B puts an example at 10 observations at 4.4x the time of one
-            at 80: research/data/auto-study-2026-12-06-xeon-amx/minatar-asterix-aa7a509/oracle.txt).
+            model's exchange rate r = a/b where its start lies below: there an update's time is mostly its
+            fixed overhead (on MinAtar Asterix T(B) = 3.8 ms + 0.051 ms x B puts an example at 10 observations
+            at 4.4x the time of one at 80: research/data/auto-study-2026-12-06-xeon-amx/minatar-asterix-aa7a509/oracle.txt).
 * replay:   the environments and learning rate a recorded run took at each agent step
             (``rlscale.control.schedule``), open-loop: the studies' control for feedback.
 

@@ -2,24 +2,20 @@
 runs) cluster minutes ("?" before the clock's first log). Usage: python crossings.py 1,2,4,8 RUN_DIR..."""
 
 import sys
+from pathlib import Path
 
 import numpy as np
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-
-def scalars(ea: EventAccumulator, tag: str) -> tuple[np.ndarray, np.ndarray]:
-    events = ea.Scalars(tag)
-    return np.array([e.step for e in events]), np.array([e.value for e in events])
+from rlscale.rundir.events import read_scalars
 
 
 def main() -> None:
     levels = [float(x) for x in sys.argv[1].split(",")]
     for run in sys.argv[2:]:
-        ea = EventAccumulator(run, size_guidance={"scalars": 0})
-        ea.Reload()
-        steps, returns = scalars(ea, "rollout/episode_return")
-        update_steps, updates = scalars(ea, "train/updates")
-        clock = scalars(ea, "cluster/wall_seconds") if "cluster/wall_seconds" in ea.Tags()["scalars"] else None
+        scalars = read_scalars(Path(run))
+        steps, returns = scalars["rollout/episode_return"]
+        update_steps, updates = scalars["train/updates"]
+        clock = scalars.get("cluster/wall_seconds")
         mean = np.convolve(returns, np.ones(100) / 100, mode="valid")
         mean_steps = steps[99:]
         cells = []
