@@ -16,12 +16,20 @@ import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from rlscale import tags
 from rlscale.config import build_config
 from rlscale.goals import GoalWindow
 from rlscale.rundir import checkpoint
 from rlscale.train import main
 from rlscale.training.logger import NOISE_CHART, RunLogger, StepRate
-from rlscale.training.trainer import TrainState, build, save_checkpoint, train_loop
+from rlscale.training.trainer import (
+    TrainState,
+    build,
+    cluster_metrics,
+    save_checkpoint,
+    train_loop,
+    write_summary,
+)
 from tests.conftest import interrupt_when, train_subprocess
 
 # In-process runs share the module's embedded Ray (conftest.ray_instance) instead of starting their own.
@@ -359,6 +367,35 @@ def test_auto_batch_control_times_probes_and_resizes_on_ray(tmp_path, capsys):
     assert checked > 10
 
 
+def test_the_cluster_clock_keeps_its_last_resolved_fit_when_a_refit_loses_its_overhead(tmp_path):
+    """A refit on noisy timings whose overhead falls to zero is not a T(B) to price with: the clock's reading and
+    the summary's cluster block stay, priced by the last resolved fit (on CI both vanished at a run's end)."""
+    cfg = build_config("cartpole", None, {"n_actors": 1, "batch": "auto", "cluster_nodes": 16,
+                                          "run_dir": str(tmp_path / "run")})
+    run = build(cfg, Path(cfg.run.run_dir))
+    try:
+        cost = run.controller.cost
+        for batch in (80, 160):
+            for _ in range(5):
+                cost.add(batch, 0.05 + 0.001 * batch)
+                run.clock.tick(batch)
+        resolved = cost.fit
+        assert not resolved.unresolved
+        priced = cluster_metrics(run)
+        assert priced[tags.CLUSTER_WALL_SECONDS] == pytest.approx(run.clock.wall_seconds(resolved))
+        for _ in range(5):  # a larger batch timed far slower than the line: the refit's overhead is below zero
+            cost.add(1280, 2.0)
+        assert cost.fit.unresolved == "no overhead"
+        assert cluster_metrics(run) == priced
+        write_summary(run)
+        cluster = json.loads((run.run_dir / "summary.json").read_text())["cluster"]
+        assert cluster["fit"] == {"overhead_seconds": resolved.overhead,
+                                  "seconds_per_observation": resolved.per_observation}
+        assert cluster["node_hours"] == pytest.approx(priced[tags.CLUSTER_NODE_HOURS])
+    finally:
+        run.engine.close()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_auto_from_an_eighth_grows_and_logs_the_cluster_clock_on_ray(tmp_path, capsys):
@@ -381,16 +418,16 @@ def test_auto_from_an_eighth_grows_and_logs_the_cluster_clock_on_ray(tmp_path, c
     batches = [e.value for e in events.Scalars("batch/optimizer_batch")]
     wall = events.Scalars("cluster/wall_seconds")
     assert wall and all(e.value > 0 for e in wall)  # repriced with every new fit: it need not only rise
-    # The last reading by hand from every update's batch and the last fit: up to 16 nodes of 80 observations,
-    # T_N(B) = a + b*B/n + 0.03 s past one node, node-seconds n T_N.
-    a = events.Scalars("perf/overhead_seconds")[-1].value
-    b = events.Scalars("perf/seconds_per_observation")[-1].value
+    # The last reading by hand from every update's batch and the fit the summary names (the latest resolved one: a
+    # last refit with no overhead does not price it): up to 16 nodes of 80 observations, T_N(B) = a + b*B/n + 0.03 s
+    # past one node, node-seconds n T_N.
+    summary = json.loads((run_dir / "summary.json").read_text())
+    a, b = summary["cluster"]["fit"]["overhead_seconds"], summary["cluster"]["fit"]["seconds_per_observation"]
     nodes = [max(1, min(16, math.ceil(batch / 80 - 1e-9))) for batch in batches]
     seconds = [a + b * batch / n + (0.03 if n > 1 else 0.0) for batch, n in zip(batches, nodes, strict=True)]
     assert wall[-1].value == pytest.approx(sum(seconds), rel=1e-4)
     node_hours = events.Scalars("cluster/node_hours")[-1].value
     assert node_hours == pytest.approx(sum(n * t for n, t in zip(nodes, seconds, strict=True)) / 3600, rel=1e-4)
-    summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["cluster"]["nodes"] == 16 and summary["cluster"]["node_hours"] == pytest.approx(node_hours)
 
 

@@ -95,14 +95,19 @@ class Run:
     settled: bool = False  # the pool ran unchanged through the last update (its timing is clean)
     clock: ClusterClock | None = None  # --cluster-nodes: the elastic cluster's time and node-hours
     batch_note: str = ""  # the progress line's word on why the controller holds the batch (none for a fixed one)
+    # The run's latest resolved T(B): a refit whose overhead or slope falls to zero on noisy timings leaves the
+    # cluster clock priced by this one instead of unpriced (its reading and the summary's cluster block vanished).
+    resolved_fit: Fit | None = None
 
     def cluster_fit(self) -> Fit | None:
         """The T(B) the cluster clock prices updates with: cluster_fit when given (the controller's, which chooses
-        with it too), else the run's own."""
+        with it too), else the run's own latest resolved fit."""
         if self.controller.cluster_priced is not None:
             return self.controller.cluster_priced
         fit = self.controller.cost.fit
-        return fit if fit is not None and not fit.unresolved else None
+        if fit is not None and not fit.unresolved:
+            self.resolved_fit = fit
+        return self.resolved_fit
 
     def next_goal(self) -> GoalOutlook | None:
         """The lowest goal not yet met (--stop-return counts): where the return's trend and the
@@ -242,9 +247,12 @@ def write_summary(run: Run) -> None:
                "env_id": run.cfg.env.env_id, "backend": run.cfg.run.backend, "finished": run.finished}
     cluster = cluster_metrics(run)
     if cluster:
+        fit = run.cluster_fit()
         summary["cluster"] = {"nodes": run.cfg.control.cluster_nodes,
                               "wall_seconds": round(cluster[tags.CLUSTER_WALL_SECONDS], 2),
-                              "node_hours": cluster[tags.CLUSTER_NODE_HOURS]}
+                              "node_hours": cluster[tags.CLUSTER_NODE_HOURS],
+                              # The T(B) that priced them, per optimizer batch: T = a + b B (one node).
+                              "fit": {"overhead_seconds": fit.overhead, "seconds_per_observation": fit.per_observation}}
     checkpoint.write_json(run.run_dir / SUMMARY_FILE, summary)
 
 
