@@ -93,7 +93,7 @@ UPDATE_SECONDS = "perf/update_seconds"  # collection and learning of this update
 OVERHEAD_SECONDS = "perf/overhead_seconds"  # a of T(B) = a + b*B
 SECONDS_PER_OBSERVATION = "perf/seconds_per_observation"  # b, per observation collected and trained on
 # The cluster clock (--cluster-nodes N): what the run's updates would have taken on an elastic cluster
-# of up to N nodes, priced with the run's fit of T(B) (or cluster_fit): logged once a fit exists.
+# of up to N nodes, priced with the run's latest resolved fit of T(B) (or cluster_fit): logged once one exists.
 CLUSTER_WALL_SECONDS = "cluster/wall_seconds"
 CLUSTER_NODE_HOURS = "cluster/node_hours"
 CLUSTER_NODES = "cluster/nodes"  # the nodes this update's batch takes there

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -175,6 +176,31 @@ def test_a_left_out_size_is_timed_afresh_on_return_and_kept_if_still_off_the_lin
         for _ in range(5):
             narrow.add(batch, machine(batch))
     assert 2560 not in narrow.timings and narrow.retimed == set()
+
+
+def test_the_latest_resolved_fit_outlives_an_unresolved_refit_and_a_checkpoint():
+    """resolved_fit: the fit where it resolves, else the latest that did, kept through a JSON checkpoint (a resumed
+    run's cluster clock would otherwise go unpriced until a refit resolves); None before any fit resolves."""
+    model = CostModel()
+    assert model.resolved_fit is None
+    for batch in (80, 160):
+        for _ in range(5):
+            model.add(batch, 0.05 + 0.001 * batch)
+    resolved = model.fit
+    assert model.resolved_fit == resolved and not resolved.unresolved
+    for _ in range(5):
+        model.add(1280, 2.0)  # far above the line: the refit's intercept falls below zero
+    assert model.fit.unresolved == "no overhead" and model.resolved_fit == resolved
+    resumed = CostModel()
+    resumed.load_state_dict(json.loads(json.dumps(model.state_dict())))
+    assert resumed.fit.unresolved == "no overhead" and resumed.resolved_fit == resolved
+    saved_before = model.state_dict()
+    del saved_before["last_resolved"]  # a checkpoint from before it was kept
+    resumed.load_state_dict(saved_before)
+    assert resumed.resolved_fit is None
+    for _ in range(20):  # timings that resolve again replace it
+        model.add(1280, 0.05 + 0.001 * 1280)
+    assert model.resolved_fit == model.fit and model.fit.overhead != resolved.overhead
 
 
 def test_the_config_sets_the_cost_models_outlier_factor_and_refuses_one_at_or_below_1():

@@ -38,7 +38,8 @@ from __future__ import annotations
 import math
 import statistics
 from collections import OrderedDict, deque
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,9 @@ class CostModel:
     timings: OrderedDict[float, deque[float]] = field(default_factory=OrderedDict)
     # Sizes left out once and timed afresh on a return: their timings are the machine's, never left out again.
     retimed: set[float] = field(default_factory=set)
+    # The latest fit that resolved: a refit on noisy timings may lose its overhead or slope, and a cluster clock
+    # keeps pricing with this one meanwhile (saved in checkpoints).
+    last_resolved: Fit | None = None
     # The last fit, as (fit,), until the timings change: the training loop reads it several times an
     # update (the controller, the logged a and b, the cluster clock), each a median per batch size.
     _fitted: tuple[Fit | None] | None = field(default=None, init=False, repr=False, compare=False)
@@ -133,8 +137,17 @@ class CostModel:
         one larger on the second). ``left_out`` names the size a fit leaves out.
         """
         if self._fitted is None:
-            self._fitted = (self._fit(),)
+            fitted = self._fit()
+            self._fitted = (fitted,)
+            if fitted is not None and not fitted.unresolved:
+                self.last_resolved = fitted
         return self._fitted[0]
+
+    @property
+    def resolved_fit(self) -> Fit | None:
+        """The fit where it is resolved, else the latest one that was (None before any)."""
+        fit = self.fit
+        return fit if fit is not None and not fit.unresolved else self.last_resolved
 
     def _fit(self) -> Fit | None:
         """The line through every size's median, or through all but the largest where that lies far above the line
@@ -175,11 +188,14 @@ class CostModel:
             return Fit(0.0, slope, unresolved="no overhead")
         return Fit(overhead, slope)
 
-    def state_dict(self) -> dict[str, list]:
-        return {"timings": [[b, list(t)] for b, t in self.timings.items()], "retimed": sorted(self.retimed)}
+    def state_dict(self) -> dict[str, Any]:
+        return {"timings": [[b, list(t)] for b, t in self.timings.items()], "retimed": sorted(self.retimed),
+                "last_resolved": asdict(self.last_resolved) if self.last_resolved is not None else None}
 
-    def load_state_dict(self, state: dict[str, list]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         self.timings = OrderedDict((float(b), deque(t, maxlen=self.window)) for b, t in state["timings"])
-        # Absent from checkpoints saved before 2026-12-07.
+        # Absent from checkpoints saved before 2026-12-07 (retimed) and 2026-12-08 (last_resolved).
         self.retimed = {float(b) for b in state.get("retimed", [])} & set(self.timings)
+        saved = state.get("last_resolved")
+        self.last_resolved = Fit(**saved) if saved is not None else None
         self._fitted = None

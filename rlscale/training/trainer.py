@@ -95,19 +95,13 @@ class Run:
     settled: bool = False  # the pool ran unchanged through the last update (its timing is clean)
     clock: ClusterClock | None = None  # --cluster-nodes: the elastic cluster's time and node-hours
     batch_note: str = ""  # the progress line's word on why the controller holds the batch (none for a fixed one)
-    # The run's latest resolved T(B): a refit whose overhead or slope falls to zero on noisy timings leaves the
-    # cluster clock priced by this one instead of unpriced (its reading and the summary's cluster block vanished).
-    resolved_fit: Fit | None = None
 
     def cluster_fit(self) -> Fit | None:
         """The T(B) the cluster clock prices updates with: cluster_fit when given (the controller's, which chooses
-        with it too), else the run's own latest resolved fit."""
+        with it too), else the run's own latest resolved fit (a refit on noisy timings may lose its overhead)."""
         if self.controller.cluster_priced is not None:
             return self.controller.cluster_priced
-        fit = self.controller.cost.fit
-        if fit is not None and not fit.unresolved:
-            self.resolved_fit = fit
-        return self.resolved_fit
+        return self.controller.cost.resolved_fit
 
     def next_goal(self) -> GoalOutlook | None:
         """The lowest goal not yet met (--stop-return counts): where the return's trend and the
@@ -245,14 +239,15 @@ def save_checkpoint(run: Run) -> Path:
 def write_summary(run: Run) -> None:
     summary = {**asdict(run.state), "updates": run.optimizer_steps, "mean_return": run.window.mean,
                "env_id": run.cfg.env.env_id, "backend": run.cfg.run.backend, "finished": run.finished}
-    cluster = cluster_metrics(run)
+    fit = run.cluster_fit()
+    cluster = cluster_metrics(run, fit)
     if cluster:
-        fit = run.cluster_fit()
         summary["cluster"] = {"nodes": run.cfg.control.cluster_nodes,
                               "wall_seconds": round(cluster[tags.CLUSTER_WALL_SECONDS], 2),
                               "node_hours": cluster[tags.CLUSTER_NODE_HOURS],
                               # The T(B) that priced them, per optimizer batch: T = a + b B (one node).
-                              "fit": {"overhead_seconds": fit.overhead, "seconds_per_observation": fit.per_observation}}
+                              "fit": {"overhead_seconds": fit.overhead,
+                                      "seconds_per_optimizer_observation": fit.per_observation}}
     checkpoint.write_json(run.run_dir / SUMMARY_FILE, summary)
 
 
@@ -339,7 +334,7 @@ def train_loop(run: Run) -> None:
                                        missing="" if signal is not None else run.signal_missing, measured=measured)
         s.batch_decisions[decision.kind] = s.batch_decisions.get(decision.kind, 0) + result.agent_steps
         run.batch_note = "" if cfg.control.batch == "fixed" else f"{cfg.control.batch}: {decision.note()}"
-        metrics = dict(result.metrics) | cost_metrics(run, result) | cluster_metrics(run)
+        metrics = dict(result.metrics) | cost_metrics(run, result) | cluster_metrics(run, run.cluster_fit())
         metrics[tags.UPDATE_SECONDS] = update_seconds
         run.settled = decision.n_envs == s.n_envs
         if decision.n_envs != s.n_envs:
@@ -406,10 +401,10 @@ def note_learning(run: Run) -> None:
                   f"window's {s.first_window[0]:.2f} at {s.agent_steps:,} agent steps; auto may now grow the batch", flush=True)
 
 
-def cluster_metrics(run: Run) -> dict[str, float]:
-    """The cluster clock's wall time, node-hours and this batch's nodes, once a fit of T(B) prices them."""
-    fit = run.cluster_fit() if run.clock is not None else None
-    if fit is None:
+def cluster_metrics(run: Run, fit: Fit | None) -> dict[str, float]:
+    """The cluster clock's wall time, node-hours and this batch's nodes, once a fit of T(B) (run.cluster_fit)
+    prices them."""
+    if run.clock is None or fit is None:
         return {}
     return {tags.CLUSTER_WALL_SECONDS: run.clock.wall_seconds(fit),
             tags.CLUSTER_NODE_HOURS: run.clock.node_seconds(fit) / 3600,
