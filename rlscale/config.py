@@ -197,8 +197,9 @@ class ControlConfig:
                                     "up to this factor the other way puts the cluster batch within the hysteresis "
                                     "band of the current one (1: off)")
     # Before its learning line MinAtar Asterix passes its plateau in fewer updates at a larger batch while its return
-    # stays flat, and on one node an update pays no round trip (docs/batch-control.md#auto-on-a-cluster).
-    cluster_one_node_first: bool = opt(False, "cluster clock, --batch auto: until the run's learning line, train on its "
+    # stays flat, and on one node an update pays no round trip (docs/batch-control.md#auto-on-a-cluster). On by
+    # default since 2026-12-07, by a rule written before its ten-seed runs.
+    cluster_one_node_first: bool = opt(True, "cluster clock, --batch auto: until the run's learning line, train on its "
                                        "start or, where that spans more than one node, on one node's batch (no probe "
                                        "below it, no move on the reading)")
     cluster_fit: str = opt("", "cluster clock: T(B) = a + b*B as 'a,b' (seconds, seconds per optimizer-batch "
@@ -724,7 +725,7 @@ RESUME_OVERRIDABLE = {"total_frames", "stop_return", "log_interval", "checkpoint
 BEHAVIOUR_BEFORE_FIELD = {("control", "probe_cooldown"): True, ("control", "min_gain"): 0.0,
                           ("control", "max_shrink_factor"): 2.0, ("control", "cost_outlier_factor"): math.inf,
                           ("pool", "actor_precision"): "fp32", ("noise", "measure_curvature"): False,
-                          ("noise", "noise_settle"): 0}
+                          ("noise", "noise_settle"): 0, ("control", "cluster_one_node_first"): False}
 
 
 # Settings of the in-run measurement (--batch measured), retired when it became `rlscale measure`, and

@@ -634,8 +634,9 @@ def test_on_a_cluster_the_reading_band_holds_a_batch_that_a_reading_within_it_wo
     # Two nodes (160) is no reading's cluster batch: the band does not hold a run there.
     assert breakout(cluster_hysteresis=1.5).step(32, 600.0, 1000, 7e-4).n_envs == 64
     assert breakout(cluster_hysteresis=1.5).step(32, 400.0, 1000, 7e-4).n_envs == 16
-    # Before learning the hold decides, not the band: a grow is held as nothing learned, a shrink is made.
-    unlearned = breakout(cluster_hysteresis=1.5)
+    # Before learning the hold decides, not the band: a grow is held as nothing learned, a shrink is made (with
+    # cluster_one_node_first off; on, the one-node hold decides).
+    unlearned = breakout(cluster_hysteresis=1.5, cluster_one_node_first=False)
     unlearned.hold_until_learning = True
     assert unlearned.step(16, 600.0, 1000, 7e-4, learned=False).reason == NOTHING_LEARNED
     assert unlearned.step(256, 400.0, 1000, 7e-4, learned=False).n_envs == 64
@@ -687,14 +688,16 @@ def test_auto_on_a_cluster_with_cluster_one_node_first_trains_on_one_node_until_
     one_machine = timed(auto(cluster_one_node_first=True), batches=(160,))
     one_machine.hold_until_learning = True
     assert one_machine.step(32, 2700.0, 1000, 7e-4, learned=False).n_envs == 16
-    # Without it the same cluster controller probes down from its one-node start before learning.
-    plain = timed(auto(cluster_nodes=16), batches=(40,))
+    # Without it (the default before 2026-12-07's ten-seed rule) the same cluster controller probes down from its
+    # one-node start before learning; by default the setting is on.
+    assert auto(cluster_nodes=16).cfg.cluster_one_node_first
+    plain = timed(auto(cluster_nodes=16, cluster_one_node_first=False), batches=(40,))
     plain.hold_until_learning = True
     assert plain.step(8, 2700.0, 1000, 7e-4, learned=False).n_envs == 4
 
 
 def test_auto_does_not_grow_before_anything_is_learned():
-    c = timed(auto(cluster_nodes=4))
+    c = timed(auto(cluster_nodes=4, cluster_one_node_first=False))  # on, it would hold one node's batch instead
     c.hold_until_learning = True
     d = c.step(32, 2700.0, 1000, 7e-4, learned=False)
     assert d.n_envs == 32 and d.reason == NOTHING_LEARNED and d.target_batch == 1280

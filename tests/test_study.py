@@ -46,12 +46,14 @@ def test_adaptive_runs_that_differ_only_in_their_noise_average_or_cooldown_are_s
     measured = record("c", "auto", 8, 4_000, 0.01)
     measured.cfg.control.cooldown_measured = True  # the cool-down counts what the noise average took
     assert variant_of(measured) == variant_of(preset) + " measured"
+    # The cluster runs of the studies before cluster_one_node_first became the default (their configs load it off).
     on_cluster = record("d", "auto", 8, 4_000, 0.01)
-    on_cluster.cfg.control.cluster_nodes = 16
+    on_cluster.cfg.control.cluster_nodes, on_cluster.cfg.control.cluster_one_node_first = 16, False
     given = record("e", "auto", 8, 4_000, 0.01)
     given.cfg.control.cluster_nodes, given.cfg.control.cluster_fit = 16, "0.003,0.00004"
     banded = record("g", "auto", 8, 4_000, 0.01)
     banded.cfg.control.cluster_nodes, banded.cfg.control.cluster_hysteresis = 16, 1.5
+    given.cfg.control.cluster_one_node_first = banded.cfg.control.cluster_one_node_first = False
     # On a cluster, auto choosing with the given T(B) or with a band on its reading is another controller.
     assert variant_of(given) == variant_of(on_cluster) + " given T(B)"
     assert variant_of(banded) == variant_of(on_cluster) + " reading band 1.5"
