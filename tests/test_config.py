@@ -58,7 +58,9 @@ def test_saved_config_round_trips(tmp_path):
                                                       ("control", "max_shrink_factor", 2.0),
                                                       ("control", "cost_outlier_factor", math.inf),
                                                       ("pool", "actor_precision", "fp32"),
-                                                      ("noise", "noise_settle", 0)])
+                                                      ("noise", "noise_settle", 0),
+                                                      ("noise", "measure_curvature", False),
+                                                      ("control", "cluster_one_node_first", False)])
 def test_a_config_saved_before_a_field_existed_loads_with_the_behaviour_it_ran(tmp_path, section, field, ran_with):
     cfg = build_config("minatar-breakout", None, {"batch": "auto"})
     assert getattr(getattr(cfg, section), field) != ran_with  # today's default differs

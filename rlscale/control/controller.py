@@ -12,8 +12,8 @@ number of minibatches for PPO.
             measured cost model T(B) = a + b*B (``rlscale.control.cost``, docs/batch-control.md). Until
             the model is identified (two batch sizes timed), one probe resize by
             max_resize_factor (down before anything is learned; up from --min-envs on one machine), as soon as
-            the start has its timings, gives it a second size (on a cluster with cluster_one_node_first, the default: the
-            shrinks to one node before learning, or the probe after it);
+            the start has its timings, gives it a second size (on a cluster with cluster_one_node_first, the
+            default: the shrinks to one node before learning, or the probe after it);
             while its fitted overhead is 0 (B* = 0) it times one batch a factor smaller, and while its slope
             is not positive (B* unbounded) one a factor larger. It resizes only when the
             model predicts B* at least ``min_gain`` faster per unit of progress than the
@@ -24,8 +24,8 @@ number of minibatches for PPO.
             T(B) where given (after its own two sizes are timed), else its own fit. It does not grow
             before the run has learned anything: the noise scale reads high while the gradient is
             mostly noise, and a larger batch then spends examples (or, on a cluster, machines) that
-            teach nothing (on a cluster, with ``cluster_one_node_first`` on by default, it trains on its start, or one node's
-            batch where the start spans more, until then). On one machine it may then still grow to the cost
+            teach nothing (on a cluster, with ``cluster_one_node_first`` on by default, it trains on its
+            start, or one node's batch where the start spans more, until then). On one machine it may then still grow to the cost
             model's exchange rate r = a/b where its start lies below: there an update's time is mostly its
             fixed overhead (on MinAtar Asterix T(B) = 3.8 ms + 0.051 ms x B puts an example at 10 observations
             at 4.4x the time of one at 80: research/data/auto-study-2026-12-06-xeon-amx/minatar-asterix-aa7a509/oracle.txt).

@@ -101,7 +101,7 @@ class CostModel:
     retimed: set[float] = field(default_factory=set)
     # The latest fit that resolved: a refit on noisy timings may lose its overhead or slope, and a cluster clock
     # keeps pricing with this one meanwhile (saved in checkpoints).
-    last_resolved: Fit | None = None
+    last_resolved: Fit | None = field(default=None, init=False)
     # The last fit, as (fit,), until the timings change: the training loop reads it several times an
     # update (the controller, the logged a and b, the cluster clock), each a median per batch size.
     _fitted: tuple[Fit | None] | None = field(default=None, init=False, repr=False, compare=False)
@@ -194,7 +194,7 @@ class CostModel:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.timings = OrderedDict((float(b), deque(t, maxlen=self.window)) for b, t in state["timings"])
-        # Absent from checkpoints saved before 2026-12-07 (retimed) and 2026-12-08 (last_resolved).
+        # Absent from checkpoints saved before 2026-12-07: retimed, and last_resolved (since 6bca5a0).
         self.retimed = {float(b) for b in state.get("retimed", [])} & set(self.timings)
         saved = state.get("last_resolved")
         self.last_resolved = Fit(**saved) if saved is not None else None
