@@ -1,6 +1,7 @@
 """The docs' links and their anchors resolve, the files they quote exist, the pages a person reads stay
 short in lines and in line length, the lab's README names every script, the project speaks of itself by
-dates and commits, and the package's import graph has no cycle (docs/ARCHITECTURE.md draws it as floors)."""
+dates and commits, the package's import graph has no cycle (docs/ARCHITECTURE.md draws it as floors), and no
+function in the package is longer than a person reads at once."""
 from __future__ import annotations
 
 import ast
@@ -14,6 +15,8 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")
 # The pages a person reads through: a line or a table cell longer than this is a paragraph in disguise.
 READ_PAGES = ("README.md", "docs/results.md", "docs/performance.md")
 LONGEST = 200
+# The longest function in rlscale/, its def line to its last: past this a loop has grown a second job.
+LONGEST_FUNCTION = 80
 
 
 def _markdown_files() -> list[Path]:
@@ -225,3 +228,44 @@ def test_the_import_graph_between_modules_has_no_cycle():
 def test_the_cycle_finder_finds_a_planted_cycle():
     assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def _long_functions(source: str, limit: int) -> list[tuple[str, int]]:
+    """(name, lines) of each function, method or nested function longer than ``limit`` lines."""
+    return [(node.name, node.end_lineno - node.lineno + 1) for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > limit]
+
+
+def test_no_function_in_the_package_runs_over_80_lines():
+    files = sorted((ROOT / "rlscale").rglob("*.py"))
+    assert len(files) > 30
+    long = {str(path.relative_to(ROOT)): found for path in files
+            if (found := _long_functions(path.read_text(), LONGEST_FUNCTION))}
+    assert not long, long
+
+
+def test_the_length_rule_counts_a_method_from_its_def_to_its_last_line():
+    body = "\n".join(f"        x{i} = {i}" for i in range(80))
+    source = f"class A:\n    @staticmethod\n    def f():\n{body}\n\n\ndef g():\n    pass\n"
+    assert _long_functions(source, 80) == [("f", 81)]
+    assert _long_functions(source, 81) == []
+
+
+def _comment_blocks(text: str) -> list[list[str]]:
+    """Runs of consecutive comment lines."""
+    blocks: list[list[str]] = [[]]
+    for line in text.splitlines():
+        if line.lstrip().startswith("#"):
+            blocks[-1].append(line)
+        elif blocks[-1]:
+            blocks.append([])
+    return [b for b in blocks if b]
+
+
+def test_every_comment_in_a_preset_says_its_why_in_two_lines():
+    presets = sorted((ROOT / "envs").glob("*.toml")) + sorted((ROOT / "agents").glob("*.toml"))
+    assert len(presets) >= 5
+    long = {p.name: block for p in presets for block in _comment_blocks(p.read_text()) if len(block) > 2}
+    assert not long, long
+    assert [len(b) for b in _comment_blocks("# a\n# b\nx = 1\n# c\n\n# d\n# e\n# f\n")] == [2, 1, 3]

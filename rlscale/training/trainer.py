@@ -22,7 +22,7 @@ from rlscale import tags
 from rlscale.cli import writable_dir
 from rlscale.config import Config, dumps_toml, runs_root
 from rlscale.control.cluster_clock import ClusterClock
-from rlscale.control.controller import BatchController
+from rlscale.control.controller import BatchController, Decision
 from rlscale.control.cost import Fit, predicted_speedup
 from rlscale.control.schedule import Schedule
 from rlscale.engine.native import Engine, NativeEngine, UpdateResult
@@ -336,15 +336,7 @@ def train_loop(run: Run) -> None:
         run.batch_note = "" if cfg.control.batch == "fixed" else f"{cfg.control.batch}: {decision.note()}"
         metrics = dict(result.metrics) | cost_metrics(run, result) | cluster_metrics(run, run.cluster_fit())
         metrics[tags.UPDATE_SECONDS] = update_seconds
-        run.settled = decision.n_envs == s.n_envs
-        if decision.n_envs != s.n_envs:
-            report = engine.resize(decision.n_envs)
-            s.warmup_steps += report.warmup_steps
-            metrics[tags.RESIZE_SECONDS] = report.seconds
-            print(f"resize {s.n_envs} -> {decision.n_envs} envs ({decision.reason}); "
-                  f"lr {s.base_lr:.2e} -> {decision.lr:.2e}; {report.seconds:.2f} s", flush=True)
-            s.n_envs = decision.n_envs
-        s.base_lr = decision.lr  # holding returns the rate it was given; a replay may set one without a resize
+        apply_decision(run, decision, metrics)
         s.wall_seconds += time.perf_counter() - start
 
         steps_per_s = rate.update(s.agent_steps)
@@ -378,6 +370,20 @@ def train_loop(run: Run) -> None:
         if stop:
             break
     run.finished = True
+
+
+def apply_decision(run: Run, decision: Decision, metrics: dict[str, float]) -> None:
+    """Take the controller's batch and rate: the one place the training loop resizes its engine."""
+    s, engine = run.state, run.engine
+    run.settled = decision.n_envs == s.n_envs
+    if decision.n_envs != s.n_envs:
+        report = engine.resize(decision.n_envs)
+        s.warmup_steps += report.warmup_steps
+        metrics[tags.RESIZE_SECONDS] = report.seconds
+        print(f"resize {s.n_envs} -> {decision.n_envs} envs ({decision.reason}); "
+              f"lr {s.base_lr:.2e} -> {decision.lr:.2e}; {report.seconds:.2f} s", flush=True)
+        s.n_envs = decision.n_envs
+    s.base_lr = decision.lr  # holding returns the rate it was given; a replay may set one without a resize
 
 
 def note_learning(run: Run) -> None:
