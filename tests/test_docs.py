@@ -1,7 +1,7 @@
 """The docs' links and their anchors resolve, the files they quote exist, the pages a person reads stay
 short in lines and in line length, the lab's README names every script, the project speaks of itself by
-dates and commits, the package's import graph has no cycle (docs/ARCHITECTURE.md draws it as floors), and no
-function in the package is longer than a person reads at once."""
+dates and commits, the package's import graph has no cycle (docs/ARCHITECTURE.md draws it as floors), no
+function in the package is longer than a person reads at once, and each comment in a preset fits two lines."""
 from __future__ import annotations
 
 import ast

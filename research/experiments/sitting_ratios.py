@@ -42,6 +42,8 @@ def read_sitting(source: Path, goal: str) -> Sitting:
             continue
         name, _, _, _, goals = line.split(maxsplit=4)
         match = RUN.fullmatch(name)
+        if match is None:
+            raise SystemExit(f"{source}: {name} is not a run's name (ARM-sSEED)")
         reached = ast.literal_eval(goals).get(goal)
         arms.setdefault(match[1], {})[int(match[2])] = float(reached[1]) if reached else np.inf
     return arms
@@ -63,6 +65,8 @@ def pooled_ratios(sittings: list[tuple[Sitting, set[int] | None]], arm: str, ref
         if arm not in runs or reference not in runs:
             continue
         ref = np.array(list(runs[reference].values()))
+        if not np.isfinite(np.median(ref)):
+            raise SystemExit(f"half or more of a sitting's {reference} runs missed the goal: no ratio to it")
         times = np.array([t for s, t in sorted(runs[arm].items()) if seeds is None or s in seeds])
         if rng is not None:
             ref, times = rng.choice(ref, ref.size), rng.choice(times, times.size)
@@ -77,18 +81,21 @@ def main() -> None:
     parser.add_argument("--reference", required=True, help="the arm each sitting's runs are divided by")
     parser.add_argument("--draws", type=int, default=10_000)
     args = parser.parse_args()
+    goal = f"{float(args.goal):g}"  # summary.json names goals as 50, not 50.0
     sittings = []
     for spec in args.sources:
         path, _, seeds = spec.partition("::")
-        sittings.append((read_sitting(Path(path), args.goal), seed_range(seeds) if seeds else None))
+        runs = read_sitting(Path(path), goal)
+        if args.reference not in runs:
+            raise SystemExit(f"{path} holds no finished {args.reference} run: its runs have nothing to be divided by")
+        sittings.append((runs, seed_range(seeds) if seeds else None))
     rng = np.random.default_rng(0)
-    print(f"goal {args.goal}: each run's time ÷ the median {args.reference} of its sitting, pooled; "
+    print(f"goal {goal}: each run's time ÷ the median {args.reference} of its sitting, pooled; "
           f"95 % bootstrap interval of the median (runs resampled within their sitting)")
     for runs, seeds in sittings:
-        ref = runs.get(args.reference, {})
-        print(f"  sitting of {len(ref)} {args.reference} runs, median {np.median(list(ref.values())):.1f} s"
-              f"{'' if seeds is None else f'; arms keep seeds {min(seeds)}-{max(seeds)}'}" if ref else
-              "  a sitting without its reference: skipped")
+        ref = runs[args.reference]
+        kept = "" if seeds is None else f"; arms keep seeds {','.join(map(str, sorted(seeds)))}"
+        print(f"  sitting of {len(ref)} {args.reference} runs, median {np.median(list(ref.values())):.1f} s{kept}")
     for arm in sorted({a for runs, _ in sittings for a in runs}):
         ratios = pooled_ratios(sittings, arm, args.reference)
         if ratios.size == 0:
